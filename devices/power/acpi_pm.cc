@@ -44,7 +44,9 @@ void AcpiPm1::write(uint64_t offset, std::span<const uint8_t> data) {
 ResetPort::ResetPort(uint8_t reset_value, std::function<void(PowerEvent)> on_event)
     : reset_value_(reset_value), on_event_(std::move(on_event)) {}
 
-void ResetPort::read(uint64_t, std::span<uint8_t> data) { std::fill(data.begin(), data.end(), 0); }
+void ResetPort::read(uint64_t, std::span<uint8_t> data) {
+    std::fill(data.begin(), data.end(), 0);
+}
 
 void ResetPort::write(uint64_t, std::span<const uint8_t> data) {
     // Bit 2 of 0xCF9 starts the reset; Linux writes 0x02 then 0x06.

@@ -14,7 +14,7 @@ namespace mvmm::devices {
 enum class PowerEvent { PowerOff, Reset };
 
 class AcpiPm1 : public IoHandler {
-public:
+  public:
     // `on_event` is called from the vCPU thread that requested it.
     AcpiPm1(uint8_t s5_sleep_type, std::function<void(PowerEvent)> on_event);
     void read(uint64_t offset, std::span<uint8_t> data) override;
@@ -23,7 +23,7 @@ public:
     // Offsets inside the 8-byte block: event status (2), event enable (2), control (2).
     static constexpr uint64_t kControlOffset = 4;
 
-private:
+  private:
     uint8_t s5_sleep_type_;
     std::function<void(PowerEvent)> on_event_;
     std::mutex mutex_;
@@ -33,12 +33,12 @@ private:
 
 // Port 0xCF9 (and the 8042's 0xFE pulse): any reset request ends the machine.
 class ResetPort : public IoHandler {
-public:
+  public:
     ResetPort(uint8_t reset_value, std::function<void(PowerEvent)> on_event);
     void read(uint64_t offset, std::span<uint8_t> data) override;
     void write(uint64_t offset, std::span<const uint8_t> data) override;
 
-private:
+  private:
     uint8_t reset_value_;
     std::function<void(PowerEvent)> on_event_;
 };

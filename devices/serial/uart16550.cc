@@ -55,7 +55,8 @@ uint8_t Uart16550::read_register(uint8_t reg) {
                 rx_.pop_front();
                 return b;
             }
-        case kIer: return dlab ? dlm_ : ier_;
+        case kIer:
+            return dlab ? dlm_ : ier_;
         case kIirFcr: {
             uint8_t iir = kIirNone;
             if ((ier_ & kIerRxData) && !rx_.empty()) {
@@ -66,9 +67,12 @@ uint8_t Uart16550::read_register(uint8_t reg) {
             }
             return iir | (fifo_enabled_ ? kIirFifos : 0);
         }
-        case kLcr: return lcr_;
-        case kMcr: return mcr_;
-        case kLsr: return (rx_.empty() ? 0 : kLsrDataReady) | kLsrThrEmpty | kLsrTxIdle;
+        case kLcr:
+            return lcr_;
+        case kMcr:
+            return mcr_;
+        case kLsr:
+            return (rx_.empty() ? 0 : kLsrDataReady) | kLsrThrEmpty | kLsrTxIdle;
         case kMsr:
             if (mcr_ & kMcrLoopback) {
                 // Loopback wires DTR->DSR, RTS->CTS, OUT1->RI, OUT2->DCD.
@@ -77,7 +81,8 @@ uint8_t Uart16550::read_register(uint8_t reg) {
                                ((m & 0x8) << 4));
             }
             return kMsrDcd | kMsrDsr | kMsrCts;
-        case kScr: return scr_;
+        case kScr:
+            return scr_;
     }
     return 0xff;
 }
@@ -108,10 +113,17 @@ void Uart16550::write_register(uint8_t reg, uint8_t value) {
             fifo_enabled_ = value & kFcrEnable;
             if (value & kFcrClearRx) rx_.clear();
             break;
-        case kLcr: lcr_ = value; break;
-        case kMcr: mcr_ = value & 0x1f; break;
-        case kScr: scr_ = value; break;
-        default: break;  // LSR and MSR are read-only
+        case kLcr:
+            lcr_ = value;
+            break;
+        case kMcr:
+            mcr_ = value & 0x1f;
+            break;
+        case kScr:
+            scr_ = value;
+            break;
+        default:
+            break;  // LSR and MSR are read-only
     }
 }
 

@@ -13,7 +13,7 @@
 namespace mvmm::devices {
 
 class Uart16550 : public IoHandler {
-public:
+  public:
     // Transmitted bytes are written to `output_fd`; the interrupt is raised on `irq`.
     Uart16550(Platform& platform, uint32_t irq, int output_fd);
 
@@ -23,7 +23,7 @@ public:
     // Bytes typed at the console (called from the input thread).
     void receive(std::span<const uint8_t> bytes);
 
-private:
+  private:
     uint8_t read_register(uint8_t reg);
     void write_register(uint8_t reg, uint8_t value);
     void transmit(uint8_t byte);

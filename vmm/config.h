@@ -1,0 +1,45 @@
+// What the user asked for on the command line, checked before /dev/kvm is opened.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mvmm {
+
+// Bad user input; main() prints the message and exits 2.
+class UsageError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct SerialConfig {
+    enum class Kind { Stdio, File } kind = Kind::Stdio;
+    std::string path;  // for File
+};
+
+struct Config {
+    std::string kernel;
+    std::string initrd;
+    std::string cmdline = "console=ttyS0";
+    std::string memory = "512M";
+    unsigned cpus = 1;
+    SerialConfig serial;
+    std::string log_level = "info";
+};
+
+// Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.
+Config parse_command_line(int argc, char** argv);
+
+// "stdio" or "file:PATH".
+SerialConfig parse_serial(const std::string& text);
+
+// Checks what can be checked without KVM: files readable, counts in range.
+void validate(const Config& config);
+
+// Parses sizes such as "512M", "2G", "4096" (bytes); throws UsageError.
+uint64_t parse_size(const std::string& text);
+
+}  // namespace mvmm

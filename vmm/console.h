@@ -1,0 +1,36 @@
+// The host side of the serial console: guest output to stdout or a file, keyboard input
+// from stdin (raw mode when stdin is a terminal) fed to the UART by a thread of its own.
+#pragma once
+
+#include <termios.h>
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <thread>
+
+#include "mem/fd.h"
+#include "vmm/config.h"
+
+namespace mvmm {
+
+class Console {
+  public:
+    explicit Console(const SerialConfig& config);
+    ~Console();
+    Console(const Console&) = delete;
+    Console& operator=(const Console&) = delete;
+
+    int output_fd() const noexcept;
+    // Starts forwarding stdin to `sink` (only for the stdio console).
+    void start_input(std::function<void(std::span<const uint8_t>)> sink);
+
+  private:
+    Fd file_;
+    bool stdio_;
+    std::optional<termios> saved_termios_;
+    EventFd stop_;
+    std::jthread input_thread_;
+};
+
+}  // namespace mvmm

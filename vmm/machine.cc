@@ -1,0 +1,238 @@
+#include "vmm/machine.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+
+#include <spdlog/spdlog.h>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "devices/power/acpi_pm.h"
+#include "devices/serial/uart16550.h"
+#include "vmm/acpi/tables.h"
+#include "vmm/boot/bzimage.h"
+#include "vmm/boot/long_mode.h"
+#include "vmm/cpuid.h"
+#include "vmm/layout.h"
+
+namespace mvmm {
+
+namespace {
+
+// Signal used to kick vCPU threads out of KVM_RUN; its handler does nothing.
+constexpr int kKickSignal = SIGUSR1;
+
+constexpr uint32_t kMsrMiscEnable = 0x1a0;
+constexpr uint64_t kMiscEnableFastStrings = 1;
+
+std::vector<uint8_t> read_file(const std::string& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+GuestMemory allocate_memory(uint64_t size) {
+    std::vector<RamRegion> regions;
+    for (const auto& range : layout::ram_ranges(size))
+        regions.push_back({range.base, Mapping::anonymous(range.size, MAP_NORESERVE)});
+    return GuestMemory(std::move(regions));
+}
+
+acpi::PciHostInfo pci_host_info(uint64_t ram_size) {
+    GuestAddr mmio64 = layout::pci_mmio64_start(ram_size);
+    return {layout::kEcamStart,
+            static_cast<uint8_t>((layout::kEcamSize >> 20) - 1),
+            0x1000,
+            0xffff,
+            layout::kPciMmio32Start,
+            layout::kPciMmio32Start + (layout::kPciMmio32Size - 1),
+            mmio64,
+            mmio64 + (layout::kPciMmio64Size - 1)};
+}
+
+// Accesses nothing claims: reads float high, writes vanish, as on a real bus.
+template <class Space, class Addr>
+void dispatch(const Space& space, Addr addr, uint8_t* data, uint32_t len, bool is_write) {
+    if (is_write) {
+        if (!space.write(addr, {data, len}))
+            spdlog::trace("unhandled write at {:#x} ({} bytes)", uint64_t(addr.value()), len);
+    } else if (!space.read(addr, {data, len})) {
+        std::memset(data, 0xff, len);
+    }
+}
+
+}  // namespace
+
+Machine::Machine(const Config& config)
+    : config_(config),
+      vm_(kvm_),
+      memory_(allocate_memory(parse_size(config.memory))),
+      platform_(vm_),
+      console_(config.serial) {
+    memory_.register_with_kvm(vm_.fd());
+    setup_devices();
+    for (unsigned i = 0; i < config.cpus; ++i) vcpus_.push_back(std::make_unique<Vcpu>(vm_, i));
+    load_guest();
+}
+
+Machine::~Machine() {
+    stopping_ = true;
+    for (auto& t : vcpu_threads_) ::pthread_kill(t.native_handle(), kKickSignal);
+}
+
+void Machine::setup_devices() {
+    auto on_power = [this](devices::PowerEvent e) {
+        if (e == devices::PowerEvent::PowerOff)
+            request_exit(kExitPowerOff, "the guest powered off");
+        else
+            request_exit(kExitGuestReset, "the guest requested a reset");
+    };
+    auto uart =
+        std::make_shared<devices::Uart16550>(platform_, acpi::kCom1Irq, console_.output_fd());
+    pio_.add(PioPort(acpi::kCom1Port), 8, uart, "com1");
+    console_.start_input([uart](std::span<const uint8_t> bytes) { uart->receive(bytes); });
+    pio_.add(PioPort(acpi::kPm1EventPort), 8,
+             std::make_shared<devices::AcpiPm1>(acpi::kS5SleepType, on_power), "acpi-pm1");
+    pio_.add(PioPort(acpi::kResetPort), 1,
+             std::make_shared<devices::ResetPort>(acpi::kResetValue, on_power), "reset");
+}
+
+void Machine::load_guest() {
+    const auto kernel_file = read_file(config_.kernel, "kernel");
+    const auto image = boot::parse_bzimage(kernel_file);
+    std::vector<uint8_t> initrd;
+    if (!config_.initrd.empty()) initrd = read_file(config_.initrd, "initrd");
+
+    const acpi::MachineInfo info{config_.cpus, layout::kIoapic, layout::kLapic,
+                                 pci_host_info(memory_.total_size())};
+    const auto tables = acpi::build_tables(info, layout::kAcpiStart);
+    if (!memory_.write_bytes(tables.base, tables.bytes))
+        throw boot::BootError("the ACPI tables do not fit below 1 MiB");
+
+    std::vector<std::pair<uint64_t, uint64_t>> ram;
+    for (const auto& r : memory_.regions()) ram.emplace_back(r.base.value(), r.size());
+    boot::write_long_mode_tables(memory_);
+    const auto boot_info = boot::load_linux(
+        memory_, {image, initrd, config_.cmdline, boot::build_e820(ram), tables.rsdp.value()});
+    for (unsigned i = 0; i < vcpus_.size(); ++i)
+        setup_vcpu(*vcpus_[i], i, boot_info.entry, boot_info.zero_page);
+}
+
+void Machine::setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, GuestAddr zero_page) {
+    vcpu.set_cpuid(cpuid_for_vcpu(kvm_.supported_cpuid(), index, config_.cpus));
+    const kvm_msr_entry msrs[] = {{kMsrMiscEnable, 0, kMiscEnableFastStrings}};
+    vcpu.set_msrs(msrs);
+    // LINT0 delivers the PIC's ExtINT, LINT1 NMIs, as firmware leaves them.
+    auto lapic = vcpu.get_lapic();
+    auto set_lvt = [&](size_t offset, uint32_t delivery_mode) {
+        uint32_t v;
+        std::memcpy(&v, lapic.regs + offset, 4);
+        v = (v & ~0x700u & ~(1u << 16)) | (delivery_mode << 8);
+        std::memcpy(lapic.regs + offset, &v, 4);
+    };
+    set_lvt(0x350, 7);
+    set_lvt(0x360, 4);
+    vcpu.set_lapic(lapic);
+    vcpu.set_fpu(boot::initial_fpu());
+    // Application processors wait for INIT/SIPI from the boot CPU; only CPU 0 starts here.
+    if (index != 0) return;
+    auto sregs = vcpu.get_sregs();
+    boot::set_long_mode_sregs(sregs);
+    vcpu.set_sregs(sregs);
+    vcpu.set_regs(boot::long_mode_entry_regs(entry, zero_page));
+}
+
+void Machine::request_exit(ExitCode code, const std::string& reason) {
+    {
+        std::lock_guard lock(exit_mutex_);
+        if (exit_code_) return;
+        exit_code_ = code;
+    }
+    if (code == kExitPowerOff)
+        spdlog::info("{}", reason);
+    else
+        spdlog::error("{} (exit code {})", reason, int(code));
+    stopping_ = true;
+    for (auto& vcpu : vcpus_) vcpu->run().immediate_exit = 1;
+    for (auto& t : vcpu_threads_) ::pthread_kill(t.native_handle(), kKickSignal);
+    exit_cv_.notify_all();
+}
+
+int Machine::run() {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};
+    ::sigaction(kKickSignal, &sa, nullptr);
+    {
+        // Start all vCPU threads while holding the lock, so request_exit() kicks them all.
+        std::lock_guard lock(exit_mutex_);
+        for (auto& vcpu : vcpus_) vcpu_threads_.emplace_back([this, &v = *vcpu] { vcpu_loop(v); });
+    }
+    std::unique_lock lock(exit_mutex_);
+    exit_cv_.wait(lock, [&] { return exit_code_.has_value(); });
+    lock.unlock();
+    for (auto& t : vcpu_threads_) t.join();
+    vcpu_threads_.clear();
+    return *exit_code_;
+}
+
+void Machine::vcpu_loop(const Vcpu& vcpu) {
+    rcu::ThreadRegistration rcu_reader;
+    try {
+        while (!stopping_) {
+            if (::ioctl(vcpu.fd(), KVM_RUN, 0) < 0) {
+                if (errno == EINTR || errno == EAGAIN) continue;
+                throw_errno("KVM_RUN");
+            }
+            if (!handle_exit(vcpu)) return;
+        }
+    } catch (const std::exception& e) {
+        request_exit(kExitInternalError,
+                     std::string("vCPU ") + std::to_string(vcpu.index()) + ": " + e.what());
+    }
+}
+
+bool Machine::handle_exit(const Vcpu& vcpu) {
+    kvm_run& run = vcpu.run();
+    switch (run.exit_reason) {
+        case KVM_EXIT_IO: {
+            auto* data = reinterpret_cast<uint8_t*>(&run) + run.io.data_offset;
+            for (uint32_t i = 0; i < run.io.count; ++i, data += run.io.size)
+                dispatch(pio_, PioPort(run.io.port), data, run.io.size,
+                         run.io.direction == KVM_EXIT_IO_OUT);
+            return true;
+        }
+        case KVM_EXIT_MMIO:
+            dispatch(mmio_, GuestAddr(run.mmio.phys_addr), run.mmio.data, run.mmio.len,
+                     run.mmio.is_write);
+            return true;
+        case KVM_EXIT_INTR:
+            return true;
+        case KVM_EXIT_SHUTDOWN:
+            request_exit(kExitGuestCrash, "vCPU " + std::to_string(vcpu.index()) +
+                                              ": the guest triple-faulted (KVM_EXIT_SHUTDOWN)");
+            return false;
+        case KVM_EXIT_SYSTEM_EVENT:
+            if (run.system_event.type == KVM_SYSTEM_EVENT_RESET)
+                request_exit(kExitGuestReset, "the guest requested a reset");
+            else
+                request_exit(kExitPowerOff, "the guest powered off");
+            return false;
+        case KVM_EXIT_FAIL_ENTRY:
+            request_exit(kExitGuestCrash,
+                         "KVM could not enter the guest (hardware entry failure reason " +
+                             std::to_string(run.fail_entry.hardware_entry_failure_reason) + ")");
+            return false;
+        case KVM_EXIT_INTERNAL_ERROR:
+            request_exit(kExitGuestCrash,
+                         "KVM internal error, suberror " + std::to_string(run.internal.suberror));
+            return false;
+        default:
+            request_exit(kExitGuestCrash,
+                         "unexpected KVM exit reason " + std::to_string(run.exit_reason));
+            return false;
+    }
+}
+
+}  // namespace mvmm

@@ -1,0 +1,61 @@
+// An mvmm machine: guest RAM, the KVM VM with its irqchip, the legacy devices, the boot
+// state of the vCPUs and one thread per vCPU.  run() returns the exit code.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mem/address_space.h"
+#include "mem/guest_memory.h"
+#include "vmm/config.h"
+#include "vmm/console.h"
+#include "vmm/exit_code.h"
+#include "vmm/kvm.h"
+#include "vmm/kvm_platform.h"
+
+namespace mvmm {
+
+class Machine {
+  public:
+    explicit Machine(const Config& config);
+    ~Machine();
+    Machine(const Machine&) = delete;
+    Machine& operator=(const Machine&) = delete;
+
+    // Runs the guest until it powers off, resets or crashes; returns the exit code.
+    int run();
+
+    // Ends the machine with `code`; the first request wins.  Callable from any thread.
+    void request_exit(ExitCode code, const std::string& reason);
+
+  private:
+    void setup_devices();
+    void load_guest();
+    void setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, GuestAddr zero_page);
+    void vcpu_loop(const Vcpu& vcpu);
+    bool handle_exit(const Vcpu& vcpu);  // false: stop this vCPU
+
+    const Config& config_;
+    Kvm kvm_;
+    Vm vm_;
+    GuestMemory memory_;
+    KvmPlatform platform_;
+    MmioSpace mmio_;
+    PioSpace pio_;
+    Console console_;
+    std::vector<std::unique_ptr<Vcpu>> vcpus_;
+    std::vector<std::jthread> vcpu_threads_;
+
+    std::mutex exit_mutex_;
+    std::condition_variable exit_cv_;
+    std::optional<ExitCode> exit_code_;
+    std::atomic<bool> stopping_{false};
+};
+
+}  // namespace mvmm

@@ -1,0 +1,39 @@
+// mvmm: parse the command line, check the host, build the machine, run it.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "vmm/boot/bzimage.h"
+#include "vmm/config.h"
+#include "vmm/exit_code.h"
+#include "vmm/host_check.h"
+#include "vmm/machine.h"
+
+int main(int argc, char** argv) {
+    using namespace mvmm;
+    auto logger = spdlog::stderr_color_mt("mvmm");
+    logger->set_pattern("mvmm: %^%l%$: %v");
+    spdlog::set_default_logger(logger);
+    try {
+        Config config = parse_command_line(argc, argv);
+        spdlog::set_level(spdlog::level::from_str(config.log_level));
+        if (auto why = host_cannot_run_guests()) {
+            spdlog::error("{}", *why);
+            return kExitUsage;
+        }
+        validate(config);
+        Machine machine(config);
+        return machine.run();
+    } catch (const UsageError& e) {
+        spdlog::error("{}", e.what());
+        return kExitUsage;
+    } catch (const boot::BootError& e) {
+        spdlog::error("{}", e.what());
+        return kExitUsage;
+    } catch (const std::exception& e) {
+        spdlog::error("{}", e.what());
+        return kExitInternalError;
+    }
+}

@@ -1,0 +1,166 @@
+#include "vmm/boot/bzimage.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "vmm/layout.h"
+
+namespace mvmm::boot {
+namespace {
+
+// A minimal well-formed bzImage: 4 setup sectors + boot sector, then `kernel_bytes`.
+std::vector<uint8_t> make_bzimage(size_t kernel_bytes = 4096) {
+    std::vector<uint8_t> file(5 * 512 + kernel_bytes, 0x90);
+    setup_header hdr{};
+    hdr.setup_sects = 4;
+    hdr.boot_flag = 0xAA55;
+    hdr.header = 0x53726448;
+    hdr.version = 0x020f;
+    hdr.loadflags = LOADED_HIGH;
+    hdr.xloadflags = XLF_KERNEL_64;
+    hdr.syssize = static_cast<uint32_t>(kernel_bytes / 16);
+    hdr.initrd_addr_max = 0x7fffffff;
+    hdr.cmdline_size = 2047;
+    hdr.pref_address = 0x1000000;
+    hdr.init_size = 0x800000;
+    std::memcpy(file.data() + 0x1f1, &hdr, sizeof hdr);
+    return file;
+}
+
+setup_header& header_of(std::vector<uint8_t>& file) {
+    return *reinterpret_cast<setup_header*>(file.data() + 0x1f1);
+}
+
+GuestMemory make_memory(uint64_t size) {
+    std::vector<RamRegion> regions;
+    regions.push_back({GuestAddr(0), Mapping::anonymous(size)});
+    return GuestMemory(std::move(regions));
+}
+
+TEST(BzImage, ParsesAWellFormedImage) {
+    auto file = make_bzimage(8192);
+    auto image = parse_bzimage(file);
+    EXPECT_EQ(image.kernel.size(), 8192u);
+    EXPECT_EQ(image.kernel.data(), file.data() + 5 * 512);
+}
+
+TEST(BzImage, ZeroSetupSectorsMeansFour) {
+    auto file = make_bzimage();
+    header_of(file).setup_sects = 0;
+    EXPECT_EQ(parse_bzimage(file).kernel.data(), file.data() + 5 * 512);
+}
+
+TEST(BzImage, RejectsMalformedHeaders) {
+    auto expect_error = [](std::vector<uint8_t> file, const char* fragment) {
+        try {
+            parse_bzimage(file);
+            ADD_FAILURE() << "accepted: " << fragment;
+        } catch (const BootError& e) {
+            EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+        }
+    };
+    expect_error(std::vector<uint8_t>(100), "too small");
+    auto bad_magic = make_bzimage();
+    header_of(bad_magic).header = 0;
+    expect_error(bad_magic, "not a bzImage");
+    auto bad_flag = make_bzimage();
+    header_of(bad_flag).boot_flag = 0;
+    expect_error(bad_flag, "not a bzImage");
+    auto old = make_bzimage();
+    header_of(old).version = 0x0206;
+    expect_error(old, "2.12");
+    auto no64 = make_bzimage();
+    header_of(no64).xloadflags = 0;
+    expect_error(no64, "64-bit");
+    auto low = make_bzimage();
+    header_of(low).loadflags = 0;
+    expect_error(low, "high-loaded");
+}
+
+TEST(BzImage, RejectsTruncatedImages) {
+    auto file = make_bzimage(4096);
+    file.resize(5 * 512);  // setup only
+    EXPECT_THROW(parse_bzimage(file), BootError);
+    auto short_kernel = make_bzimage(4096);
+    short_kernel.resize(short_kernel.size() - 100);  // fewer bytes than syssize promises
+    EXPECT_THROW(parse_bzimage(short_kernel), BootError);
+}
+
+TEST(LoadLinux, PlacesKernelCmdlineInitrdAndZeroPage) {
+    auto file = make_bzimage();
+    auto image = parse_bzimage(file);
+    auto memory = make_memory(256 << 20);
+    std::vector<uint8_t> initrd(10000, 0xab);
+    auto e820 = build_e820(std::vector<std::pair<uint64_t, uint64_t>>{{0, 256 << 20}});
+    auto info = load_linux(memory, {image, initrd, "console=ttyS0", e820, 0xe0000});
+
+    EXPECT_EQ(info.entry, layout::kHighMemStart + 0x200);
+    EXPECT_EQ(info.initrd.value() % 4096, 0u);
+    EXPECT_LE(info.initrd.value() + initrd.size(), uint64_t{256} << 20);
+    EXPECT_EQ(*memory.read<uint8_t>(info.initrd), 0xab);
+    EXPECT_EQ(*memory.read<uint8_t>(layout::kHighMemStart), 0x90);
+
+    auto params = *memory.read<boot_params>(info.zero_page);
+    EXPECT_EQ(params.hdr.ramdisk_image, info.initrd.value());
+    EXPECT_EQ(params.hdr.ramdisk_size, initrd.size());
+    EXPECT_EQ(params.hdr.cmd_line_ptr, layout::kCmdline.value());
+    EXPECT_EQ(params.hdr.type_of_loader, 0xff);
+    EXPECT_EQ(params.acpi_rsdp_addr, 0xe0000u);
+    EXPECT_EQ(params.e820_entries, e820.size());
+    char cmdline[14];
+    ASSERT_TRUE(memory.read_bytes(layout::kCmdline, {reinterpret_cast<uint8_t*>(cmdline), 14}));
+    EXPECT_STREQ(cmdline, "console=ttyS0");
+}
+
+TEST(LoadLinux, RefusesAnInitrdThatDoesNotFit) {
+    auto file = make_bzimage();
+    auto image = parse_bzimage(file);
+    auto memory = make_memory(32 << 20);
+    std::vector<uint8_t> initrd(20 << 20);
+    auto e820 = build_e820(std::vector<std::pair<uint64_t, uint64_t>>{{0, 32 << 20}});
+    EXPECT_THROW(load_linux(memory, {image, initrd, "", e820, 0}), BootError);
+}
+
+TEST(LoadLinux, RefusesATooLongCommandLine) {
+    auto file = make_bzimage();
+    auto image = parse_bzimage(file);
+    auto memory = make_memory(64 << 20);
+    EXPECT_THROW(load_linux(memory, {image, {}, std::string(3000, 'x'), {}, 0}), BootError);
+}
+
+TEST(E820, ReservesLegacyAreasAndEcam) {
+    auto map = build_e820(std::vector<std::pair<uint64_t, uint64_t>>{
+        {0, layout::kLowRamMaxEnd.value()}, {layout::k4GiB.value(), 1ull << 30}});
+    ASSERT_GE(map.size(), 5u);
+    for (size_t i = 1; i < map.size(); ++i)
+        EXPECT_GE(map[i].addr, map[i - 1].addr + map[i - 1].size) << "entries overlap or unsorted";
+    auto type_at = [&](uint64_t addr) {
+        for (auto& e : map)
+            if (addr >= e.addr && addr < e.addr + e.size) return int(e.type);
+        return -1;
+    };
+    EXPECT_EQ(type_at(0x1000), kE820Ram);
+    EXPECT_EQ(type_at(0x9fc00), kE820Reserved);
+    EXPECT_EQ(type_at(0xb8000), -1);  // the VGA hole is neither
+    EXPECT_EQ(type_at(0xf0000), kE820Reserved);
+    EXPECT_EQ(type_at(0x100000), kE820Ram);
+    EXPECT_EQ(type_at(layout::kEcamStart.value()), kE820Reserved);
+    EXPECT_EQ(type_at(layout::kPciMmio32Start.value()), -1);
+    EXPECT_EQ(type_at(layout::k4GiB.value() + 4096), kE820Ram);
+}
+
+TEST(Layout, SplitsRamAroundThePciHole) {
+    auto small = layout::ram_ranges(512 << 20);
+    ASSERT_EQ(small.size(), 1u);
+    EXPECT_EQ(small[0].size, uint64_t{512} << 20);
+    auto big = layout::ram_ranges(4ull << 30);
+    ASSERT_EQ(big.size(), 2u);
+    EXPECT_EQ(big[0].size, layout::kLowRamMaxEnd.value());
+    EXPECT_EQ(big[1].base, layout::k4GiB);
+    EXPECT_EQ(big[0].size + big[1].size, 4ull << 30);
+    EXPECT_GE(layout::pci_mmio64_start(4ull << 30).value(), big[1].base.value() + big[1].size);
+}
+
+}  // namespace
+}  // namespace mvmm::boot

@@ -1,0 +1,87 @@
+#include "vmm/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "vmm/host_check.h"
+
+namespace mvmm {
+namespace {
+
+Config parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "mvmm");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(Config, ParsesOptions) {
+    auto c = parse({"--kernel", "k", "--cpus", "2", "--memory", "1G", "--serial", "file:/tmp/x"});
+    EXPECT_EQ(c.kernel, "k");
+    EXPECT_EQ(c.cpus, 2u);
+    EXPECT_EQ(parse_size(c.memory), 1ull << 30);
+    EXPECT_EQ(c.serial.kind, SerialConfig::Kind::File);
+    EXPECT_EQ(c.serial.path, "/tmp/x");
+}
+
+TEST(Config, RejectsBadOptions) {
+    EXPECT_THROW(parse({}), UsageError);  // --kernel is required
+    EXPECT_THROW(parse({"--kernel", "k", "--bogus"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--cpus", "two"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--serial", "tcp:1"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--log-level", "loud"}), UsageError);
+}
+
+TEST(Config, ParsesSizes) {
+    EXPECT_EQ(parse_size("4096"), 4096u);
+    EXPECT_EQ(parse_size("512M"), 512ull << 20);
+    EXPECT_EQ(parse_size("2g"), 2ull << 30);
+    EXPECT_THROW(parse_size(""), UsageError);
+    EXPECT_THROW(parse_size("M"), UsageError);
+    EXPECT_THROW(parse_size("12X"), UsageError);
+    EXPECT_THROW(parse_size("1GB"), UsageError);
+    EXPECT_THROW(parse_size("99999999999T"), UsageError);
+}
+
+TEST(Config, ValidateChecksFilesAndRanges) {
+    auto dir = std::filesystem::temp_directory_path();
+    auto kernel = dir / "mvmm_config_test_kernel";
+    std::ofstream(kernel) << "x";
+    Config c;
+    c.kernel = kernel;
+    EXPECT_NO_THROW(validate(c));
+    c.cpus = 0;
+    EXPECT_THROW(validate(c), UsageError);
+    c.cpus = 1;
+    c.memory = "1M";
+    EXPECT_THROW(validate(c), UsageError);
+    c.memory = "100000G";
+    EXPECT_THROW(validate(c), UsageError);
+    c.memory = "512M";
+    c.kernel = (dir / "does-not-exist").string();
+    EXPECT_THROW(validate(c), UsageError);
+    c.kernel = dir.string();  // a directory
+    EXPECT_THROW(validate(c), UsageError);
+    std::filesystem::remove(kernel);
+}
+
+TEST(HostCheck, RecognizesPvmAndMissingKvm) {
+    auto dir = std::filesystem::temp_directory_path() / "mvmm_host_check_test";
+    std::filesystem::create_directories(dir / "module" / "kvm_pvm");
+    std::ofstream(dir / "kvm") << "";
+    auto why = host_cannot_run_guests((dir / "module").string(), (dir / "kvm").string());
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("PVM"), std::string::npos);
+    EXPECT_NE(why->find("mvmm-hostvm"), std::string::npos);
+    std::filesystem::remove_all(dir / "module" / "kvm_pvm");
+    EXPECT_FALSE(host_cannot_run_guests((dir / "module").string(), (dir / "kvm").string()));
+    why = host_cannot_run_guests((dir / "module").string(), (dir / "nokvm").string());
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("no KVM"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mvmm
