@@ -1,0 +1,227 @@
+#include "devices/virtio/queue.h"
+
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+namespace mvmm::devices::virtio {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "virtio 1.x rings are little-endian; this host reads them natively");
+static_assert(std::atomic_ref<uint16_t>::is_always_lock_free);
+
+constexpr uint16_t kDescNext = 1;
+constexpr uint16_t kDescWrite = 2;
+constexpr uint16_t kDescIndirect = 4;
+constexpr uint16_t kAvailNoInterrupt = 1;  // VRING_AVAIL_F_NO_INTERRUPT
+constexpr uint16_t kUsedNoNotify = 1;      // VRING_USED_F_NO_NOTIFY
+
+struct Descriptor {
+    uint64_t addr;
+    uint32_t len;
+    uint16_t flags;
+    uint16_t next;
+};
+static_assert(sizeof(Descriptor) == 16);
+
+// Ring field offsets (bytes).  The driver area is {flags, idx, ring[size], used_event};
+// the device area is {flags, idx, ring[size] of {id, len}, avail_event}.
+constexpr uint64_t kIdxOffset = 2;
+constexpr uint64_t avail_entry_offset(uint64_t i) {
+    return 4 + 2 * i;
+}
+constexpr uint64_t used_entry_offset(uint64_t i) {
+    return 4 + 8 * i;
+}
+
+// A 16-bit ring field the driver reads or writes concurrently.  create() checked the
+// alignment atomic_ref needs.
+std::atomic_ref<uint16_t> ring_field(std::span<uint8_t> ring, uint64_t offset) {
+    return std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(ring.data() + offset));
+}
+
+bool aligned(GuestAddr guest, std::span<uint8_t> host, uint64_t alignment) {
+    return guest.value() % alignment == 0 &&
+           reinterpret_cast<uintptr_t>(host.data()) % alignment == 0;
+}
+
+// virtio 1.2, 2.7.10: has new_idx just passed event, counting from old_idx?
+bool need_event(uint16_t event, uint16_t new_idx, uint16_t old_idx) {
+    return uint16_t(new_idx - event - 1) < uint16_t(new_idx - old_idx);
+}
+
+}  // namespace
+
+std::string_view to_string(RingError error) {
+    switch (error) {
+        case RingError::BadQueueSize:
+            return "queue size is zero, not a power of two or too big";
+        case RingError::MisalignedRing:
+            return "a ring is not aligned";
+        case RingError::RingOutsideRam:
+            return "a ring is not in guest RAM";
+        case RingError::AvailIndexJump:
+            return "available index moved by more than the queue size";
+        case RingError::HeadOutOfRange:
+            return "available ring entry is not a descriptor index";
+        case RingError::NextOutOfRange:
+            return "descriptor next index out of range";
+        case RingError::ChainTooLong:
+            return "descriptor chain loops";
+        case RingError::IndirectNotNegotiated:
+            return "indirect descriptor not negotiated";
+        case RingError::IndirectWithNext:
+            return "indirect descriptor with NEXT flag";
+        case RingError::IndirectNotFirst:
+            return "indirect descriptor after direct buffers";
+        case RingError::NestedIndirect:
+            return "indirect descriptor inside an indirect table";
+        case RingError::BadIndirectLength:
+            return "bad indirect table length";
+        case RingError::IndirectOutsideRam:
+            return "indirect table is not in guest RAM";
+        case RingError::BufferOutsideRam:
+            return "buffer is not in guest RAM";
+        case RingError::EmptyBuffer:
+            return "zero-length buffer";
+        case RingError::ReadableAfterWritable:
+            return "device-readable buffer after a writable one";
+        case RingError::ChainTooLarge:
+            return "descriptor chain is 4 GiB or larger";
+    }
+    return "unknown ring error";
+}
+
+SplitQueue::SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features,
+                       std::span<uint8_t> desc, std::span<uint8_t> avail, std::span<uint8_t> used)
+    : memory_(&memory),
+      size_(size),
+      indirect_allowed_(features & kFeatureIndirectDesc),
+      event_idx_(features & kFeatureEventIdx),
+      desc_(desc),
+      avail_(avail),
+      used_(used) {}
+
+Result<SplitQueue, RingError> SplitQueue::create(const GuestMemory& memory,
+                                                 const QueueConfig& config, uint16_t max_size,
+                                                 uint64_t features) {
+    const uint16_t size = config.size;
+    if (size == 0 || size > max_size || !std::has_single_bit(size))
+        return Unexpected{RingError::BadQueueSize};
+    auto desc = memory.span(config.desc, sizeof(Descriptor) * size);
+    auto avail = memory.span(config.avail, avail_entry_offset(size) + 2);
+    auto used = memory.span(config.used, used_entry_offset(size) + 2);
+    if (!desc || !avail || !used) return Unexpected{RingError::RingOutsideRam};
+    if (!aligned(config.desc, *desc, 16) || !aligned(config.avail, *avail, 2) ||
+        !aligned(config.used, *used, 4))
+        return Unexpected{RingError::MisalignedRing};
+    return SplitQueue(memory, size, features, *desc, *avail, *used);
+}
+
+Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop() {
+    // Acquire: the ring entry and descriptors the driver wrote before idx are visible.
+    const uint16_t avail_idx = ring_field(avail_, kIdxOffset).load(std::memory_order_acquire);
+    const uint16_t pending = avail_idx - next_avail_;
+    if (pending > size_) return Unexpected{RingError::AvailIndexJump};
+    if (pending == 0) return std::optional<DescriptorChain>{};
+
+    const uint16_t head =
+        ring_field(avail_, avail_entry_offset(next_avail_ % size_)).load(std::memory_order_relaxed);
+    ++next_avail_;
+    if (head >= size_) return Unexpected{RingError::HeadOutOfRange};
+    DescriptorChain chain;
+    chain.head = head;
+    if (auto walked = walk(head, chain); !walked) return Unexpected{walked.error()};
+    return std::optional<DescriptorChain>{std::move(chain)};
+}
+
+Result<Ok, RingError> SplitQueue::walk(uint16_t head, DescriptorChain& chain) const {
+    std::span<const uint8_t> table = desc_;
+    uint32_t table_size = size_;
+    uint32_t budget = size_;  // a chain visits each descriptor at most once
+    bool in_indirect = false;
+    uint64_t total = 0;
+    uint16_t index = head;
+    for (;;) {
+        if (index >= table_size) return Unexpected{RingError::NextOutOfRange};
+        if (budget-- == 0) return Unexpected{RingError::ChainTooLong};
+        Descriptor d;
+        std::memcpy(&d, table.data() + sizeof d * index, sizeof d);  // read once, then check
+
+        if (d.flags & kDescIndirect) {
+            if (!indirect_allowed_) return Unexpected{RingError::IndirectNotNegotiated};
+            if (in_indirect) return Unexpected{RingError::NestedIndirect};
+            if (d.flags & kDescNext) return Unexpected{RingError::IndirectWithNext};
+            if (!chain.readable.empty() || !chain.writable.empty())
+                return Unexpected{RingError::IndirectNotFirst};
+            if (d.len == 0 || d.len % sizeof d != 0 || d.len / sizeof d > size_)
+                return Unexpected{RingError::BadIndirectLength};
+            auto indirect = memory_->span(GuestAddr(d.addr), d.len);
+            if (!indirect) return Unexpected{RingError::IndirectOutsideRam};
+            table = *indirect;
+            table_size = budget = d.len / sizeof d;
+            in_indirect = true;
+            index = 0;
+            continue;
+        }
+
+        if (d.len == 0) return Unexpected{RingError::EmptyBuffer};
+        auto buffer = memory_->span(GuestAddr(d.addr), d.len);
+        if (!buffer) return Unexpected{RingError::BufferOutsideRam};
+        total += d.len;
+        if (total > std::numeric_limits<uint32_t>::max())
+            return Unexpected{RingError::ChainTooLarge};
+        if (d.flags & kDescWrite) {
+            chain.writable.append(*buffer);
+        } else {
+            if (!chain.writable.empty()) return Unexpected{RingError::ReadableAfterWritable};
+            chain.readable.append(*buffer);
+        }
+        if (!(d.flags & kDescNext)) return Ok{};
+        index = d.next;
+    }
+}
+
+void SplitQueue::push_used(uint16_t head, uint32_t written) {
+    const uint32_t element[2] = {head, written};
+    std::memcpy(used_.data() + used_entry_offset(next_used_ % size_), element, sizeof element);
+    ++next_used_;
+    // Release: the element and the data written into the buffers are visible before idx.
+    ring_field(used_, kIdxOffset).store(next_used_, std::memory_order_release);
+}
+
+void SplitQueue::disable_notifications() {
+    // With EVENT_IDX nothing to write: avail_event stays behind the driver's index, so the
+    // driver does not kick again until enable_notifications() moves it.
+    if (!event_idx_) ring_field(used_, 0).store(kUsedNoNotify, std::memory_order_relaxed);
+}
+
+bool SplitQueue::enable_notifications() {
+    if (event_idx_)
+        ring_field(used_, used_entry_offset(size_)).store(next_avail_, std::memory_order_relaxed);
+    else
+        ring_field(used_, 0).store(0, std::memory_order_relaxed);
+    // Store-load barrier: the driver must see the request for kicks before we re-read its
+    // index, or a buffer it added in between (having seen kicks suppressed) is stranded.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return ring_field(avail_, kIdxOffset).load(std::memory_order_acquire) != next_avail_;
+}
+
+bool SplitQueue::should_notify() {
+    // Store-load barrier: the used idx must be visible before we read the driver's wish,
+    // the mirror image of what the driver does before it re-checks the used ring.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint16_t old_used = notified_used_;
+    notified_used_ = next_used_;
+    if (event_idx_) {
+        const uint16_t used_event =
+            ring_field(avail_, avail_entry_offset(size_)).load(std::memory_order_relaxed);
+        return need_event(used_event, next_used_, old_used);
+    }
+    return old_used != next_used_ &&
+           !(ring_field(avail_, 0).load(std::memory_order_relaxed) & kAvailNoInterrupt);
+}
+
+}  // namespace mvmm::devices::virtio
