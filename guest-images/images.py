@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -397,6 +398,8 @@ def cached(kind, key, make):
     """cache/<kind>/<key>/ made by make(tmpdir) unless present; builds are serialised by a lock."""
     dest = cache_root() / kind / key
     if dest.exists():
+        with contextlib.suppress(OSError):
+            os.utime(dest)  # the last use, for prune()
         return dest
     with cache_lock():
         if dest.exists():
@@ -410,6 +413,23 @@ def cached(kind, key, make):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def prune(days):
+    """Removes cache entries (packages, images, layers) not used for `days` days; returns their paths."""
+    removed = []
+    limit = time.time() - days * 86400
+    with cache_lock():
+        for kind in ("pkgs", "guest", "hostvm", "peer"):
+            for entry in sorted((cache_root() / kind).glob("*")):
+                if entry.stat().st_mtime < limit or entry.name.startswith(".tmp-"):
+                    shutil.rmtree(entry)
+                    removed.append(entry)
+        for deb in (cache_root() / "debs").glob("*.deb"):
+            if deb.stat().st_mtime < limit:
+                deb.unlink()
+                removed.append(deb)
+    return removed
 
 
 COMMON = [HERE / "images.py", HERE / "common"]
