@@ -39,7 +39,7 @@ Kvm::Kvm() {
     int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
     if (fd < 0) throw_errno("cannot open /dev/kvm");
     fd_ = Fd(fd);
-    if (kvm_ioctl(fd, KVM_GET_API_VERSION, "KVM_GET_API_VERSION") != KVM_API_VERSION)
+    if (kvm_ioctl(fd, KVM_GET_API_VERSION, "KVM_GET_API_VERSION", 0) != KVM_API_VERSION)
         throw std::runtime_error("/dev/kvm speaks an unsupported KVM API version");
     for (const auto& c : kRequiredCaps)
         if (check_extension(c.cap) <= 0)
@@ -66,7 +66,7 @@ Vm::Vm(const Kvm& kvm) : kvm_(kvm) {
     kvm_ioctl(fd(), KVM_SET_TSS_ADDR, "KVM_SET_TSS_ADDR", 0xfffbd000UL);
     uint64_t identity_map = 0xfffbc000;
     kvm_ioctl(fd(), KVM_SET_IDENTITY_MAP_ADDR, "KVM_SET_IDENTITY_MAP_ADDR", &identity_map);
-    kvm_ioctl(fd(), KVM_CREATE_IRQCHIP, "KVM_CREATE_IRQCHIP");
+    kvm_ioctl(fd(), KVM_CREATE_IRQCHIP, "KVM_CREATE_IRQCHIP", 0);
     kvm_pit_config pit{};
     pit.flags = KVM_PIT_SPEAKER_DUMMY;
     kvm_ioctl(fd(), KVM_CREATE_PIT2, "KVM_CREATE_PIT2", &pit);
@@ -81,7 +81,7 @@ void Vm::set_irq_line(uint32_t gsi, bool level) const {
 
 Vcpu::Vcpu(const Vm& vm, unsigned index) : index_(index) {
     fd_ = Fd(static_cast<int>(kvm_ioctl(vm.fd(), KVM_CREATE_VCPU, "KVM_CREATE_VCPU", index)));
-    auto size = kvm_ioctl(vm.kvm().fd(), KVM_GET_VCPU_MMAP_SIZE, "KVM_GET_VCPU_MMAP_SIZE");
+    auto size = kvm_ioctl(vm.kvm().fd(), KVM_GET_VCPU_MMAP_SIZE, "KVM_GET_VCPU_MMAP_SIZE", 0);
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(), 0);
     if (p == MAP_FAILED) throw_errno("mmap of the vCPU run area");
     run_ = Mapping(p, size);
