@@ -1,4 +1,5 @@
-// The call thread: batches callbacks, waits one grace period per batch, runs them.
+// The call thread: batches callbacks, waits one grace period per batch, runs them, and trims
+// the heap as its policy says.
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -7,7 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "rcu/heap_trim.h"
 #include "rcu/rcu.h"
+#include "rcu/trim.h"
 
 namespace mvmm::rcu {
 
@@ -48,6 +51,28 @@ class CallThread {
         start_locked();
     }
 
+    void set_trim_policy(const TrimConfig& config) {
+        TrimPolicy policy(config);
+        std::lock_guard lock(mutex_);
+        policy_ = policy;
+        wake_.notify_one();  // an idle thread may be waiting for the old policy's retry time
+    }
+
+    TrimStats trim_stats() {
+        std::lock_guard lock(mutex_);
+        return {trim_supported(), policy_.config(), batches_, completed_, by_policy_, on_demand_};
+    }
+
+    std::optional<TrimResult> trim_now() {
+        std::unique_lock lock(mutex_);
+        const std::size_t pad = policy_.config().pad;
+        lock.unlock();
+        std::optional<TrimResult> result = trim_heap(pad);
+        lock.lock();
+        if (result) on_demand_.add(*result);
+        return result;
+    }
+
     void stop() {
         std::lock_guard serialize(stop_mutex_);
         std::unique_lock lock(mutex_);
@@ -82,8 +107,13 @@ class CallThread {
                 run_batch(lock);
             } else if (stopping_) {
                 return;
-            } else {
-                wake_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+            } else if (!trim_if_due(lock, TrimEvent::queue_drained)) {
+                // Spurious wake-ups are harmless: every pass re-checks everything.
+                if (auto retry = policy_.retry_at()) {
+                    wake_.wait_until(lock, *retry);
+                } else {
+                    wake_.wait(lock);
+                }
             }
         }
     }
@@ -102,8 +132,25 @@ class CallThread {
         const size_t count = batch.size();
         batch.clear();  // the callables may own memory: free it outside the lock
         lock.lock();
+        ++batches_;
+        // Trim before reporting progress, so that a drain() sees this batch's trim counted.
+        trim_if_due(lock, TrimEvent::batch_done);
         completed_ += count;
         progress_.notify_all();
+    }
+
+    // Returns whether it trimmed, with the lock dropped meanwhile.
+    bool trim_if_due(std::unique_lock<std::mutex>& lock, TrimEvent event) {
+        if (!trim_supported() || !policy_.should_trim(event, TrimPolicy::Clock::now())) {
+            return false;
+        }
+        const std::size_t pad = policy_.config().pad;
+        lock.unlock();
+        std::optional<TrimResult> result = trim_heap(pad);
+        lock.lock();
+        policy_.record_trim(TrimPolicy::Clock::now(), result->duration);
+        by_policy_.add(*result);
+        return true;
     }
 
     std::mutex mutex_;
@@ -118,6 +165,10 @@ class CallThread {
     bool stop_at_exit_ = false;
     std::thread thread_;
     std::mutex stop_mutex_;  // one stop() at a time
+    TrimPolicy policy_{TrimConfig{}};
+    uint64_t batches_ = 0;
+    TrimCounters by_policy_;
+    TrimCounters on_demand_;
 };
 
 // Never destroyed: the atexit hook and late callers may run after static destructors.
@@ -142,6 +193,18 @@ void start() {
 
 void stop() {
     call_thread().stop();
+}
+
+void set_trim_policy(const TrimConfig& config) {
+    call_thread().set_trim_policy(config);
+}
+
+TrimStats trim_stats() {
+    return call_thread().trim_stats();
+}
+
+std::optional<TrimResult> trim_now() {
+    return call_thread().trim_now();
 }
 
 }  // namespace mvmm::rcu

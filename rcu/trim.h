@@ -1,0 +1,55 @@
+// Giving freed heap memory back to the kernel: the call thread's trim policy, on-demand trims
+// and their counters.  Trimming needs glibc's malloc_trim(); see rcu/README.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+#include "rcu/trim_policy.h"
+
+namespace mvmm::rcu {
+
+struct TrimResult {
+    std::chrono::nanoseconds duration{};  // time spent inside malloc_trim()
+    // mallinfo2() arena + hblkhd before minus after: only what left the heap's address range
+    // (top of the sbrk heap, shrunk mmap'ed arenas).
+    uint64_t heap_bytes_released = 0;
+    // Resident set before minus after (/proc/self/statm): also counts the free pages inside the
+    // heap that malloc_trim() madvise()s away, which mallinfo2() cannot see.  Process-wide, so
+    // other threads touching memory meanwhile blur it; a growth counts as 0.
+    uint64_t rss_bytes_released = 0;
+};
+
+struct TrimCounters {
+    uint64_t trims = 0;
+    std::chrono::nanoseconds time{};
+    uint64_t heap_bytes_released = 0;
+    uint64_t rss_bytes_released = 0;
+
+    void add(const TrimResult& result);
+};
+
+struct TrimStats {
+    bool supported = false;  // false: built without malloc_trim, nothing is ever trimmed
+    TrimConfig config;       // as last set, even when unsupported
+    uint64_t batches = 0;    // batches the call thread ran
+    uint64_t callbacks = 0;  // callbacks the call thread ran
+    TrimCounters by_policy;  // trims the call thread made
+    TrimCounters on_demand;  // trim_now()
+};
+
+// Whether this build can trim (glibc allocator and malloc_trim found at configure time).
+bool trim_supported() noexcept;
+
+// Takes effect at the call thread's next decision.  Throws std::invalid_argument if the config
+// does not validate.
+void set_trim_policy(const TrimConfig& config);
+
+TrimStats trim_stats();
+
+// Trims now on the calling thread, e.g. for the management socket's trim-memory; nullopt when
+// trimming is not supported by this build.
+std::optional<TrimResult> trim_now();
+
+}  // namespace mvmm::rcu
