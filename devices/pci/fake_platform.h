@@ -1,0 +1,63 @@
+// A Platform for device tests: records MSI routes, triggers and ioeventfds instead of
+// talking to KVM.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "devices/platform.h"
+
+namespace mvmm::devices::testing {
+
+class FakePlatform : public Platform {
+  public:
+    struct Vector {
+        std::optional<MsiMessage> message;
+        unsigned routes = 0;
+        unsigned triggers = 0;
+    };
+    struct IoEventFd {
+        GuestAddr addr;
+        uint32_t len;
+        int fd;
+        bool operator==(const IoEventFd&) const = default;
+    };
+
+    std::unique_ptr<MsiVector> allocate_msi_vector() override {
+        vectors.push_back(std::make_shared<Vector>());
+        return std::make_unique<FakeVector>(vectors.back());
+    }
+    void set_irq_line(uint32_t gsi, bool level) override { lines[gsi] = level; }
+    void add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override {
+        ioeventfds.push_back({addr, len, fd.get()});
+    }
+    void remove_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override {
+        auto it = std::ranges::find(ioeventfds, IoEventFd{addr, len, fd.get()});
+        if (it == ioeventfds.end()) throw std::logic_error("removing an unknown ioeventfd");
+        ioeventfds.erase(it);
+    }
+
+    std::vector<std::shared_ptr<Vector>> vectors;  // in allocation order
+    std::vector<IoEventFd> ioeventfds;
+    std::map<uint32_t, bool> lines;
+
+  private:
+    class FakeVector : public MsiVector {
+      public:
+        explicit FakeVector(std::shared_ptr<Vector> state) : state_(std::move(state)) {}
+        void route(const MsiMessage& message) override {
+            state_->message = message;
+            ++state_->routes;
+        }
+        void trigger() override { ++state_->triggers; }
+
+      private:
+        std::shared_ptr<Vector> state_;
+    };
+};
+
+}  // namespace mvmm::devices::testing

@@ -1,0 +1,214 @@
+#include "devices/pci/host_bridge.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "devices/pci/config_space.h"
+
+namespace mvmm::devices::pci {
+
+namespace {
+
+constexpr uint8_t kLastDevice = 31;
+constexpr uint16_t kConfigAddressPort = 0xcf8;  // CONFIG_ADDRESS, then CONFIG_DATA at 0xCFC
+constexpr uint64_t kResetControlOffset = 1;     // port 0xCF9
+constexpr uint64_t kConfigDataOffset = 4;
+constexpr uint32_t kConfigEnable = 1u << 31;
+constexpr uint64_t kEcamBytesPerBus = 1 << 20;
+
+// 00:00.0: a function that only says "host bridge".
+class HostBridgeFunction final : public PciFunction {
+  public:
+    HostBridgeFunction()
+        : config_(ConfigSpace::endpoint({.vendor_id = 0x1b36,
+                                         .device_id = 0x0008,
+                                         .revision = 0,
+                                         .class_code = 0x060000,
+                                         .subsystem_vendor_id = 0x1af4,
+                                         .subsystem_id = 0x1100})) {}
+    void config_read(uint16_t offset, std::span<uint8_t> data) override {
+        config_.read(offset, data);
+    }
+    void config_write(uint16_t offset, std::span<const uint8_t> data) override {
+        config_.write(offset, data);
+    }
+
+  private:
+    ConfigSpace config_;
+};
+
+bool naturally_aligned(uint64_t offset, size_t size) {
+    return (size == 1 || size == 2 || size == 4) && offset % size == 0;
+}
+
+// MMCONFIG: bus << 20 | device << 15 | function << 12 | register.
+class EcamHandler final : public IoHandler {
+  public:
+    explicit EcamHandler(PciHostBridge& bridge) : bridge_(bridge) {}
+    void read(uint64_t offset, std::span<uint8_t> data) override {
+        if (naturally_aligned(offset, data.size()))
+            bridge_.config_read(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
+        else
+            std::ranges::fill(data, 0xff);
+    }
+    void write(uint64_t offset, std::span<const uint8_t> data) override {
+        if (naturally_aligned(offset, data.size()))
+            bridge_.config_write(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
+    }
+
+  private:
+    PciHostBridge& bridge_;
+};
+
+// Ports 0xCF8-0xCFF: CONFIG_ADDRESS (dword only) and CONFIG_DATA (any access in the dword).
+class LegacyConfigHandler final : public IoHandler {
+  public:
+    LegacyConfigHandler(PciHostBridge& bridge, std::shared_ptr<IoHandler> reset_control)
+        : bridge_(bridge), reset_control_(std::move(reset_control)) {}
+
+    void read(uint64_t offset, std::span<uint8_t> data) override {
+        if (offset == 0 && data.size() == 4) {
+            const uint32_t v = address_.load();
+            std::memcpy(data.data(), &v, 4);
+        } else if (auto cycle = data_cycle(offset, data.size())) {
+            bridge_.config_read(cycle->bus, cycle->devfn, cycle->offset, data);
+        } else if (is_reset_control(offset, data.size())) {
+            reset_control_->read(0, data);
+        } else {
+            std::ranges::fill(data, 0xff);
+        }
+    }
+
+    void write(uint64_t offset, std::span<const uint8_t> data) override {
+        if (offset == 0 && data.size() == 4) {
+            uint32_t v;
+            std::memcpy(&v, data.data(), 4);
+            address_.store(v & (kConfigEnable | 0x00ff'fffc));  // reserved bits read 0
+        } else if (auto cycle = data_cycle(offset, data.size())) {
+            bridge_.config_write(cycle->bus, cycle->devfn, cycle->offset, data);
+        } else if (is_reset_control(offset, data.size())) {
+            reset_control_->write(0, data);
+        }
+    }
+
+  private:
+    struct Cycle {
+        uint8_t bus;
+        uint8_t devfn;
+        uint16_t offset;
+    };
+    // The config cycle a CONFIG_DATA access at `offset` makes, if CONFIG_ADDRESS enables one.
+    std::optional<Cycle> data_cycle(uint64_t offset, size_t size) const {
+        const uint32_t address = address_.load();
+        if (offset < kConfigDataOffset || offset + size > kConfigDataOffset + 4 ||
+            !(address & kConfigEnable))
+            return std::nullopt;
+        return Cycle{static_cast<uint8_t>(address >> 16), static_cast<uint8_t>(address >> 8),
+                     static_cast<uint16_t>((address & 0xfc) + offset - kConfigDataOffset)};
+    }
+    bool is_reset_control(uint64_t offset, size_t size) const {
+        return reset_control_ && offset == kResetControlOffset && size == 1;
+    }
+
+    PciHostBridge& bridge_;
+    std::shared_ptr<IoHandler> reset_control_;
+    std::atomic<uint32_t> address_{0};
+};
+
+}  // namespace
+
+void PciLayout::validate() const {
+    auto fits = [](const AddressWindow& w, uint64_t top) {
+        return w.size != 0 && w.base <= top && w.size - 1 <= top - w.base;
+    };
+    if (ecam_buses == 0 || ecam_buses > 256 || ecam_base.value() % kEcamBytesPerBus != 0 ||
+        !ecam_base.checked_add(ecam_buses * kEcamBytesPerBus - 1))
+        throw std::invalid_argument("bad PCI ECAM range");
+    if (!fits(mmio32, 0xffff'ffff) || !fits(mmio64, ~uint64_t{0}) || !fits(io, 0xffff))
+        throw std::invalid_argument("bad PCI window");
+}
+
+PciHostBridge::PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace& pio,
+                             std::shared_ptr<IoHandler> reset_control)
+    : layout_((layout.validate(), layout)), mmio_(mmio), pio_(pio), root_(mmio, pio, "00") {
+    root_.attach(devfn(0, 0), std::make_shared<HostBridgeFunction>());
+    ecam_region_ = mmio_.add(layout_.ecam_base, layout_.ecam_buses * kEcamBytesPerBus,
+                             std::make_shared<EcamHandler>(*this), "pci ecam");
+    legacy_region_ = pio_.add(
+        PioPort(kConfigAddressPort), 8,
+        std::make_shared<LegacyConfigHandler>(*this, std::move(reset_control)), "pci config ports");
+}
+
+PciHostBridge::~PciHostBridge() {
+    mmio_.remove(ecam_region_);
+    pio_.remove(legacy_region_);
+}
+
+RootBusAddress PciHostBridge::next_free_slot() const {
+    for (uint8_t d = 1; d <= kLastDevice; ++d) {
+        bool empty = true;
+        for (uint8_t f = 0; f < 8; ++f) empty = empty && !root_.occupied(devfn(d, f));
+        if (empty) return {d, 0};
+    }
+    throw std::runtime_error("no free slot on PCI bus 0");
+}
+
+RootBusAddress PciHostBridge::next_port_location() const {
+    for (uint8_t d = 1; d <= kLastDevice; ++d) {
+        std::optional<uint8_t> free;
+        bool ports_only = true;
+        for (uint8_t f = 0; f < 8; ++f) {
+            const uint8_t at = devfn(d, f);
+            if (!root_.occupied(at))
+                free = free.value_or(f);
+            else
+                ports_only = ports_only && root_.holds_port(at);
+        }
+        if (free && ports_only) return {d, *free};
+    }
+    throw std::runtime_error("no room for another PCIe root port on bus 0");
+}
+
+RootBusAddress PciHostBridge::attach(std::shared_ptr<PciFunction> function, Placement placement) {
+    std::lock_guard lock(mutex_);
+    if (const auto* slot = std::get_if<RootBusSlot>(&placement)) {
+        const RootBusAddress at =
+            slot->device ? RootBusAddress{*slot->device, slot->function} : next_free_slot();
+        if (at.device > kLastDevice || at.function > 7)
+            throw std::runtime_error("no PCI slot " + std::to_string(at.device) + "." +
+                                     std::to_string(at.function));
+        root_.attach(devfn(at.device, at.function), std::move(function));
+        return at;
+    }
+    const RootBusAddress at = next_port_location();
+    auto port = std::make_shared<RootPort>(static_cast<uint8_t>(root_ports_ + 1));
+    root_.attach_port(devfn(at.device, at.function), port).attach(devfn(0, 0), std::move(function));
+    port->set_slot_occupied();
+    ++root_ports_;
+    return at;
+}
+
+void PciHostBridge::config_read(uint8_t bus, uint8_t devfn, uint16_t offset,
+                                std::span<uint8_t> data) {
+    std::lock_guard lock(mutex_);
+    PciBus* target = root_.route(bus, 0);
+    if (!target || !target->config_read(devfn, offset, data)) std::ranges::fill(data, 0xff);
+}
+
+void PciHostBridge::config_write(uint8_t bus, uint8_t devfn, uint16_t offset,
+                                 std::span<const uint8_t> data) {
+    std::lock_guard lock(mutex_);
+    PciBus* target = root_.route(bus, 0);
+    if (!target || !target->config_write(devfn, offset, data)) return;
+    // Commands, BARs, bus numbers and windows all live in the header.
+    if (offset >= reg::kHeaderEnd) return;
+    root_.sync_mappings([this](BarKind kind, uint64_t base, uint64_t size) {
+        if (kind == BarKind::Io) return layout_.io.contains(base, size);
+        return layout_.mmio32.contains(base, size) || layout_.mmio64.contains(base, size);
+    });
+}
+
+}  // namespace mvmm::devices::pci
