@@ -65,17 +65,6 @@ void check_hugepages(uint64_t page_size, uint64_t needed, std::optional<unsigned
     }
 }
 
-uint64_t meminfo_bytes(std::string_view field) {
-    std::ifstream in("/proc/meminfo");
-    std::string name;
-    uint64_t kib = 0;
-    while (in >> name >> kib) {
-        if (name.size() == field.size() + 1 && name.starts_with(field)) return kib << 10;
-        in.ignore(INT_MAX, '\n');
-    }
-    return 0;
-}
-
 // Without this check a short host finishes preallocation through the OOM killer.
 void check_memory(uint64_t needed) {
     const uint64_t available = meminfo_bytes("MemAvailable") + meminfo_bytes("SwapFree");
@@ -237,6 +226,17 @@ std::string explain(const PreallocError& error, const RamConfig& config, const B
 }
 
 }  // namespace
+
+uint64_t meminfo_bytes(std::string_view field) {
+    std::ifstream in("/proc/meminfo");
+    std::string name;
+    uint64_t kib = 0;
+    while (in >> name >> kib) {
+        if (name.size() == field.size() + 1 && name.starts_with(field)) return kib << 10;
+        in.ignore(INT_MAX, '\n');
+    }
+    return 0;
+}
 
 GuestMemory allocate_guest_ram(const RamConfig& config, std::span<const RamRange> layout,
                                unsigned guest_cpus, PreallocObserver* progress) {

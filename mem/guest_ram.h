@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 
 #include "mem/guest_addr.h"
 #include "mem/guest_memory.h"
@@ -36,5 +37,8 @@ class RamError : public std::runtime_error {
 // such an error, never a SIGBUS; nothing stays mapped after a throw.
 GuestMemory allocate_guest_ram(const RamConfig& config, std::span<const RamRange> layout,
                                unsigned guest_cpus, PreallocObserver* progress = nullptr);
+
+// A /proc/meminfo field ("MemAvailable") in bytes; 0 when there is no such field.
+uint64_t meminfo_bytes(std::string_view field);
 
 }  // namespace mvmm

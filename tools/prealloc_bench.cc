@@ -1,0 +1,307 @@
+// prealloc-bench: how fast mvmm preallocates guest RAM, for sizes x page kinds x threads x
+// methods, as GiB/s and as a share of this machine's single-thread memset bandwidth (measured
+// in the same run on an already-faulted buffer), side by side with QEMU's prealloc when
+// qemu-system-x86_64 is installed.  A benchmark, not a test: run it on a quiet machine, as
+// root for the hugepage runs (it fills the pool and gives it back).
+//
+// First touches of memory the outer hypervisor has not backed yet are several times slower
+// (docs: PLATFORM.md), so every group starts with an untimed warm-up run, the variants are
+// interleaved (each repetition runs them all, starting at a different one), and both the
+// minimum and the median are reported.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mem/fd.h"
+#include "mem/guest_ram.h"
+#include "mem/hugepages.h"
+#include "mem/mapping.h"
+#include "mem/ram_config.h"
+
+extern char** environ;
+
+namespace mvmm {
+namespace {
+
+constexpr uint64_t GiB = 1ull << 30;
+constexpr const char* kQemu = "qemu-system-x86_64";
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t middle = values.size() / 2;
+    return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+double minimum(const std::vector<double>& values) {
+    return *std::min_element(values.begin(), values.end());
+}
+
+// Single-thread memset bandwidth over an already-faulted 1 GiB buffer, best of five: the
+// ceiling a page-zeroing kernel can approach on one CPU.
+double memset_gib_per_second() {
+    const Mapping buffer = Mapping::anonymous(GiB);
+    ::madvise(buffer.bytes().data(), GiB, MADV_HUGEPAGE);  // like guest RAM
+    std::memset(buffer.bytes().data(), 1, GiB);
+    double best = 0;
+    for (int round = 0; round < 5; ++round) {
+        const auto start = Clock::now();
+        std::memset(buffer.bytes().data(), round, GiB);
+        best = std::max(best, 1 / seconds_since(start));
+    }
+    return best;
+}
+
+bool qemu_installed() {
+    for (const char* dir : {"/usr/bin/", "/usr/local/bin/"})
+        if (::access((std::string(dir) + kQemu).c_str(), X_OK) == 0) return true;
+    return false;
+}
+
+// One thing to time: mvmm with a method, or QEMU with or without prealloc.
+struct Variant {
+    std::string who;  // "mvmm" or "qemu"
+    PreallocMethod method = PreallocMethod::populate;
+    unsigned threads = 1;
+    bool prealloc = true;
+    std::vector<double> seconds{};
+    std::vector<double> free_seconds{};  // mvmm: unmapping what was preallocated
+};
+
+// The RAM layout of a q35 guest that size: below the 2 GiB hole, the rest above 4 GiB.
+std::vector<RamRange> layout_of(uint64_t size) {
+    const uint64_t low = std::min(size, 2 * GiB);
+    std::vector<RamRange> layout{{GuestAddr(0), low}};
+    if (size > low) layout.push_back({GuestAddr(4 * GiB), size - low});
+    return layout;
+}
+
+void run_mvmm(Variant& variant, uint64_t size, const std::string& hugetlbfs) {
+    const RamConfig config{.size = size,
+                           .path = hugetlbfs,
+                           .prealloc = true,
+                           .prealloc_threads = variant.threads,
+                           .prealloc_method = variant.method};
+    const auto layout = layout_of(size);
+    auto start = Clock::now();
+    auto memory = std::make_unique<GuestMemory>(allocate_guest_ram(config, layout, 1));
+    variant.seconds.push_back(seconds_since(start));
+    start = Clock::now();
+    memory.reset();
+    variant.free_seconds.push_back(seconds_since(start));
+}
+
+std::vector<std::string> qemu_command(const Variant& variant, uint64_t size,
+                                      const std::string& hugetlbfs) {
+    std::string backend = hugetlbfs.empty() ? "memory-backend-ram" : "memory-backend-file";
+    backend += ",id=m0,size=" + std::to_string(size >> 20) + "M";
+    if (!hugetlbfs.empty()) backend += ",mem-path=" + hugetlbfs;
+    if (variant.prealloc)
+        backend += ",prealloc=on,prealloc-threads=" + std::to_string(variant.threads);
+    return {kQemu,         "-accel",   "kvm",
+            "-cpu",        "qemu64",   "-object",
+            backend,       "-machine", "q35,memory-backend=m0",
+            "-S",          "-display", "none",
+            "-nodefaults", "-qmp",     "stdio"};
+}
+
+// Runs QEMU to its first QMP command and out again; returns false when QEMU failed.
+bool run_qemu(Variant& variant, uint64_t size, const std::string& hugetlbfs) {
+    std::vector<std::string> args = qemu_command(variant, size, hugetlbfs);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+
+    int ends[2];
+    check_syscall(::pipe2(ends, O_CLOEXEC), "pipe");
+    Fd read_end(ends[0]), write_end(ends[1]);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, read_end.get(), STDIN_FILENO);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+
+    const auto start = Clock::now();
+    pid_t pid = 0;
+    const int error = ::posix_spawnp(&pid, kQemu, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (error != 0) return false;
+    read_end.reset();
+    const std::string qmp = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"quit\"}\n";
+    [[maybe_unused]] auto written = ::write(write_end.get(), qmp.data(), qmp.size());
+    write_end.reset();
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    variant.seconds.push_back(seconds_since(start));
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+struct Options {
+    std::vector<unsigned> sizes_gib{1, 4, 8};
+    std::vector<unsigned> threads{};
+    std::vector<std::string> kinds{"anon", "2M"};
+    unsigned repetitions = 5;
+    bool qemu = true;
+};
+
+void report(const std::string& label, double seconds_min, double seconds_median, uint64_t size,
+            double memset_rate, const std::string& extra) {
+    const double gib = static_cast<double>(size) / GiB;
+    const double best = gib / seconds_min, typical = gib / seconds_median;
+    std::printf("  %-20s %7.3f %7.3f %7.2f %7.2f %6.2f %6.2f  %s\n", label.c_str(), seconds_min,
+                seconds_median, best, typical, best / memset_rate, typical / memset_rate,
+                extra.c_str());
+}
+
+// Times every variant for one size and page kind, interleaved, and prints the table.
+void bench_group(const Options& options, uint64_t size, const std::string& kind,
+                 double memset_rate) {
+    std::unique_ptr<HugepageReservation> reservation;
+    std::unique_ptr<HugetlbfsMount> mount;
+    if (kind == "2M") {
+        try {
+            reservation = std::make_unique<HugepageReservation>(2ull << 20, size >> 21);
+            mount = std::make_unique<HugetlbfsMount>(2ull << 20);
+        } catch (const std::exception& e) {
+            std::printf("%s %s: skipped: %s\n\n", format_size(size).c_str(), kind.c_str(),
+                        e.what());
+            return;
+        }
+    }
+    const std::string hugetlbfs = mount ? mount->path() : "";
+
+    std::vector<Variant> variants;
+    for (unsigned threads : options.threads)
+        for (PreallocMethod method : {PreallocMethod::touch, PreallocMethod::populate})
+            variants.push_back({.who = "mvmm", .method = method, .threads = threads});
+    const bool with_qemu = options.qemu && qemu_installed();
+    if (with_qemu) {
+        for (unsigned threads : options.threads)
+            variants.push_back({.who = "qemu", .threads = threads});
+        variants.push_back({.who = "qemu", .prealloc = false});
+    }
+
+    std::fflush(stdout);
+    Variant warm_up{.who = "mvmm", .threads = options.threads.back()};
+    run_mvmm(warm_up, size, hugetlbfs);
+    for (unsigned rep = 0; rep < options.repetitions; ++rep) {
+        for (size_t i = 0; i < variants.size(); ++i) {
+            Variant& variant = variants[(i + rep) % variants.size()];
+            if (variant.who == "mvmm") {
+                run_mvmm(variant, size, hugetlbfs);
+            } else if (!run_qemu(variant, size, hugetlbfs)) {
+                std::printf("%s %s: QEMU failed:", format_size(size).c_str(), kind.c_str());
+                for (const std::string& arg : qemu_command(variant, size, hugetlbfs))
+                    std::printf(" %s", arg.c_str());
+                std::printf("\n\n");
+                return;
+            }
+        }
+    }
+
+    std::printf("%s, %s pages, %u repetitions\n", format_size(size).c_str(),
+                kind == "2M" ? "2 MiB hugetlbfs" : "4 KiB anonymous (THP madvise)",
+                options.repetitions);
+    std::printf("  %-20s %15s %15s %13s\n", "", "seconds", "GiB/s", "x memset");
+    std::printf("  %-20s %7s %7s %7s %7s %6s %6s\n", "variant", "min", "median", "best", "median",
+                "best", "median");
+    const Variant* qemu_off = with_qemu ? &variants.back() : nullptr;
+    for (const Variant& variant : variants) {
+        if (!variant.prealloc) continue;
+        const std::string label = variant.who + " " +
+                                  (variant.who == "qemu" ? std::string("prealloc")
+                                   : variant.method == PreallocMethod::touch ? "touch"
+                                                                             : "populate") +
+                                  " " + std::to_string(variant.threads) + "T";
+        if (variant.who == "mvmm") {
+            char extra[64];
+            std::snprintf(extra, sizeof extra, "alloc+free med %.3f s",
+                          median(variant.seconds) + median(variant.free_seconds));
+            report(label, minimum(variant.seconds), median(variant.seconds), size, memset_rate,
+                   extra);
+        } else {
+            // QEMU's prealloc time: its run with prealloc minus its run without (start-up,
+            // exit); this includes freeing the memory at exit.
+            char extra[96];
+            std::snprintf(extra, sizeof extra, "(run %.3f s - %.3f s without prealloc)",
+                          median(variant.seconds), median(qemu_off->seconds));
+            report(label, minimum(variant.seconds) - minimum(qemu_off->seconds),
+                   median(variant.seconds) - median(qemu_off->seconds), size, memset_rate, extra);
+        }
+    }
+    std::printf("\n");
+}
+
+int run(int argc, char** argv) {
+    CLI::App app{"Times guest RAM preallocation (mvmm and QEMU)"};
+    Options options;
+    bool quick = false;
+    app.add_flag("--quick", quick, "sizes 1 and 4 GiB, 3 repetitions");
+    app.add_option("--sizes", options.sizes_gib, "sizes in GiB")->delimiter(',');
+    app.add_option("--threads", options.threads, "thread counts (default 1,2,host CPUs)")
+        ->delimiter(',');
+    app.add_option("--kinds", options.kinds, "page kinds: anon, 2M")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"anon", "2M"}));
+    app.add_option("--reps", options.repetitions, "repetitions")->check(CLI::PositiveNumber);
+    app.add_flag("!--no-qemu", options.qemu, "skip QEMU");
+    CLI11_PARSE(app, argc, argv);
+    if (quick) {
+        if (app.count("--sizes") == 0) options.sizes_gib = {1, 4};
+        if (app.count("--reps") == 0) options.repetitions = 3;
+    }
+    if (options.threads.empty()) {
+        options.threads = {1, 2, default_prealloc_threads(1024)};
+        std::sort(options.threads.begin(), options.threads.end());
+        options.threads.erase(std::unique(options.threads.begin(), options.threads.end()),
+                              options.threads.end());
+    }
+
+    utsname host{};
+    ::uname(&host);
+    const double memset_rate = memset_gib_per_second();
+    std::printf("host: Linux %s, %u CPUs for prealloc; QEMU %s\n", host.release,
+                default_prealloc_threads(1024), qemu_installed() ? "installed" : "not installed");
+    std::printf("single-thread memset on faulted memory: %.2f GiB/s\n\n", memset_rate);
+    for (unsigned gib : options.sizes_gib) {
+        const uint64_t size = gib * GiB;
+        for (const std::string& kind : options.kinds) {
+            if (meminfo_bytes("MemAvailable") < size + GiB) {
+                std::printf("%s %s: skipped: less than %s + 1 GiB available\n\n",
+                            format_size(size).c_str(), kind.c_str(), format_size(size).c_str());
+                continue;
+            }
+            bench_group(options, size, kind, memset_rate);
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+}  // namespace mvmm
+
+int main(int argc, char** argv) {
+    try {
+        return mvmm::run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "prealloc-bench: %s\n", e.what());
+        return 1;
+    }
+}
