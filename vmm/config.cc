@@ -6,7 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+
+#include "vmm/boot/bzimage.h"
 
 namespace mvmm {
 
@@ -23,6 +27,12 @@ void check_readable_file(const std::string& what, const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<uint8_t> read_file(const std::string& path, const char* what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 uint64_t parse_size(const std::string& text) {
     size_t pos = 0;
@@ -91,6 +101,11 @@ Config parse_command_line(int argc, char** argv) {
 
 void validate(const Config& config) {
     check_readable_file("kernel", config.kernel);
+    try {
+        boot::parse_bzimage(read_file(config.kernel, "kernel"));
+    } catch (const boot::BootError& e) {
+        throw UsageError("kernel '" + config.kernel + "': " + e.what());
+    }
     if (!config.initrd.empty()) check_readable_file("initrd", config.initrd);
     if (config.cpus == 0 || config.cpus > kMaxCpus)
         throw UsageError("--cpus must be between 1 and " + std::to_string(kMaxCpus));

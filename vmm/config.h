@@ -36,8 +36,11 @@ Config parse_command_line(int argc, char** argv);
 // "stdio" or "file:PATH".
 SerialConfig parse_serial(const std::string& text);
 
-// Checks what can be checked without KVM: files readable, counts in range.
+// Checks what can be checked without KVM: files readable, the kernel a bzImage, counts in range.
 void validate(const Config& config);
+
+// The whole file; throws UsageError naming `what` when it cannot be read.
+std::vector<uint8_t> read_file(const std::string& path, const char* what);
 
 // Parses sizes such as "512M", "2G", "4096" (bytes); throws UsageError.
 uint64_t parse_size(const std::string& text);

@@ -52,12 +52,10 @@ int Kvm::check_extension(long cap) const {
 
 std::vector<kvm_cpuid_entry2> Kvm::supported_cpuid() const {
     constexpr size_t kMaxEntries = 256;
-    // kvm_cpuid2 ends in a flexible array: allocate it as raw storage of the right size.
-    std::vector<uint8_t> storage(sizeof(kvm_cpuid2) + kMaxEntries * sizeof(kvm_cpuid_entry2));
-    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(storage.data());
-    cpuid->nent = kMaxEntries;
-    kvm_ioctl(fd_.get(), KVM_GET_SUPPORTED_CPUID, "KVM_GET_SUPPORTED_CPUID", cpuid);
-    return {cpuid->entries, cpuid->entries + cpuid->nent};
+    KvmFlexArray<kvm_cpuid_entry2> cpuid(kMaxEntries);
+    kvm_ioctl(fd_.get(), cpuid.ioctl_number(KVM_GET_SUPPORTED_CPUID), "KVM_GET_SUPPORTED_CPUID",
+              cpuid.data());
+    return cpuid.entries();
 }
 
 Vm::Vm(const Kvm& kvm) : kvm_(kvm) {
@@ -88,11 +86,8 @@ Vcpu::Vcpu(const Vm& vm, unsigned index) : index_(index) {
 }
 
 void Vcpu::set_cpuid(std::span<const kvm_cpuid_entry2> entries) const {
-    std::vector<uint8_t> storage(sizeof(kvm_cpuid2) + entries.size() * sizeof(kvm_cpuid_entry2));
-    auto* cpuid = reinterpret_cast<kvm_cpuid2*>(storage.data());
-    cpuid->nent = static_cast<uint32_t>(entries.size());
-    std::copy(entries.begin(), entries.end(), cpuid->entries);
-    kvm_ioctl(fd(), KVM_SET_CPUID2, "KVM_SET_CPUID2", cpuid);
+    KvmFlexArray<kvm_cpuid_entry2> cpuid(entries);
+    kvm_ioctl(fd(), cpuid.ioctl_number(KVM_SET_CPUID2), "KVM_SET_CPUID2", cpuid.data());
 }
 
 kvm_sregs Vcpu::get_sregs() const {
@@ -111,11 +106,8 @@ void Vcpu::set_fpu(const kvm_fpu& f) const {
 }
 
 void Vcpu::set_msrs(std::span<const kvm_msr_entry> msrs) const {
-    std::vector<uint8_t> storage(sizeof(kvm_msrs) + msrs.size() * sizeof(kvm_msr_entry));
-    auto* list = reinterpret_cast<kvm_msrs*>(storage.data());
-    list->nmsrs = static_cast<uint32_t>(msrs.size());
-    std::copy(msrs.begin(), msrs.end(), list->entries);
-    auto set = kvm_ioctl(fd(), KVM_SET_MSRS, "KVM_SET_MSRS", list);
+    KvmFlexArray<kvm_msr_entry> list(msrs);
+    auto set = kvm_ioctl(fd(), list.ioctl_number(KVM_SET_MSRS), "KVM_SET_MSRS", list.data());
     if (static_cast<size_t>(set) != msrs.size())
         throw std::runtime_error("KVM_SET_MSRS set only " + std::to_string(set) + " MSRs");
 }

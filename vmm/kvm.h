@@ -4,6 +4,7 @@
 #include <linux/kvm.h>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,44 @@
 #include "mem/mapping.h"
 
 namespace mvmm {
+
+// An ioctl argument made of an 8-byte header {u32 count; u32 flags/pad} and a flexible array
+// of entries (kvm_cpuid2, kvm_msrs, kvm_irq_routing).  The kernel headers declare the array
+// with __DECLARE_FLEX_ARRAY, which in C++ pads the struct: both sizeof() and the ioctl numbers
+// derived from it are wrong there, so the C layout is built by hand.
+template <class Entry>
+class KvmFlexArray {
+  public:
+    static constexpr size_t kHeaderSize = 8;
+
+    explicit KvmFlexArray(std::span<const Entry> entries)
+        : storage_(kHeaderSize + entries.size() * sizeof(Entry)) {
+        uint32_t count = static_cast<uint32_t>(entries.size());
+        std::memcpy(storage_.data(), &count, sizeof count);
+        std::memcpy(storage_.data() + kHeaderSize, entries.data(), entries.size_bytes());
+    }
+    explicit KvmFlexArray(size_t capacity) : KvmFlexArray(std::vector<Entry>(capacity)) {}
+
+    void* data() noexcept { return storage_.data(); }
+    uint32_t count() const noexcept {
+        uint32_t count;
+        std::memcpy(&count, storage_.data(), sizeof count);
+        return count;
+    }
+    std::vector<Entry> entries() const {
+        std::vector<Entry> out(count());
+        std::memcpy(out.data(), storage_.data() + kHeaderSize, out.size() * sizeof(Entry));
+        return out;
+    }
+    // `request` with its size field set to the C header size.
+    static constexpr unsigned long ioctl_number(unsigned long request) {
+        return (request & ~(static_cast<unsigned long>(_IOC_SIZEMASK) << _IOC_SIZESHIFT)) |
+               (kHeaderSize << _IOC_SIZESHIFT);
+    }
+
+  private:
+    std::vector<uint8_t> storage_;
+};
 
 class Kvm {
   public:

@@ -126,12 +126,9 @@ void KvmPlatform::push_routes() {
         e.u.msi.data = msg.data;
         entries.push_back(e);
     }
-    std::vector<uint8_t> storage(sizeof(kvm_irq_routing) +
-                                 entries.size() * sizeof(kvm_irq_routing_entry));
-    auto* table = reinterpret_cast<kvm_irq_routing*>(storage.data());
-    table->nr = static_cast<uint32_t>(entries.size());
-    std::copy(entries.begin(), entries.end(), table->entries);
-    check_syscall(::ioctl(vm_.fd(), KVM_SET_GSI_ROUTING, table), "KVM_SET_GSI_ROUTING");
+    KvmFlexArray<kvm_irq_routing_entry> table(entries);
+    check_syscall(::ioctl(vm_.fd(), table.ioctl_number(KVM_SET_GSI_ROUTING), table.data()),
+                  "KVM_SET_GSI_ROUTING");
 }
 
 }  // namespace mvmm

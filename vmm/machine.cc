@@ -27,12 +27,6 @@ constexpr int kKickSignal = SIGUSR1;
 constexpr uint32_t kMsrMiscEnable = 0x1a0;
 constexpr uint64_t kMiscEnableFastStrings = 1;
 
-std::vector<uint8_t> read_file(const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError(std::string("cannot read ") + what + " '" + path + "'");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 GuestMemory allocate_memory(uint64_t size) {
     std::vector<RamRegion> regions;
     for (const auto& range : layout::ram_ranges(size))

@@ -19,11 +19,11 @@ int main(int argc, char** argv) {
     try {
         Config config = parse_command_line(argc, argv);
         spdlog::set_level(spdlog::level::from_str(config.log_level));
+        validate(config);
         if (auto why = host_cannot_run_guests()) {
             spdlog::error("{}", *why);
             return kExitUsage;
         }
-        validate(config);
         Machine machine(config);
         return machine.run();
     } catch (const UsageError& e) {

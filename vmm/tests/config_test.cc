@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "vmm/host_check.h"
+#include "vmm/tests/fake_bzimage.h"
 
 namespace mvmm {
 namespace {
@@ -48,7 +49,9 @@ TEST(Config, ParsesSizes) {
 TEST(Config, ValidateChecksFilesAndRanges) {
     auto dir = std::filesystem::temp_directory_path();
     auto kernel = dir / "mvmm_config_test_kernel";
-    std::ofstream(kernel) << "x";
+    auto image = boot::make_bzimage();
+    std::ofstream(kernel, std::ios::binary)
+        .write(reinterpret_cast<const char*>(image.data()), std::streamsize(image.size()));
     Config c;
     c.kernel = kernel;
     EXPECT_NO_THROW(validate(c));
@@ -63,6 +66,9 @@ TEST(Config, ValidateChecksFilesAndRanges) {
     c.kernel = (dir / "does-not-exist").string();
     EXPECT_THROW(validate(c), UsageError);
     c.kernel = dir.string();  // a directory
+    EXPECT_THROW(validate(c), UsageError);
+    std::ofstream(kernel) << "not a kernel";
+    c.kernel = kernel.string();
     EXPECT_THROW(validate(c), UsageError);
     std::filesystem::remove(kernel);
 }
