@@ -78,7 +78,7 @@ bool enable_membarrier() {
 // A full fence on every thread of the process, pairing with reader_fence().
 void writer_fence() {
     if (!detail::writers_use_membarrier.load(std::memory_order_relaxed)) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        detail::full_fence();
     } else if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
         // Readers rely on it for ordering; going on would let them see freed memory.
         std::perror("mvmm rcu: membarrier");
