@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""mvmm's command line on this host: bad input and unusable hosts give one clear line and exit 2, fast."""
+
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import guest
+from guest import expect
+
+
+def mvmm(*args):
+    start = time.monotonic()
+    p = subprocess.run([guest.mvmm_binary(), *args], capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout + p.stderr, time.monotonic() - start
+
+
+def kernel():
+    return guest.guest_image("kernel")
+
+
+def test_help_and_version():
+    code, out, _ = mvmm("--help")
+    expect(code == 0 and "--kernel" in out, f"--help: exit {code}\n{out}")
+    code, out, _ = mvmm("--version")
+    expect(code == 0 and out.startswith("mvmm "), f"--version: exit {code}\n{out}")
+
+
+def test_bad_input_exits_2_with_one_line():
+    with tempfile.TemporaryDirectory() as tmp:
+        not_kernel = Path(tmp) / "notes.txt"
+        not_kernel.write_text("hello\n" * 400)
+        truncated = Path(tmp) / "truncated"
+        truncated.write_bytes(Path(kernel()).read_bytes()[:4096])
+        cases = [
+            (["--kernel", "/no/such/kernel"], "does not exist"),
+            (["--kernel", str(not_kernel)], "bzImage"),
+            (["--kernel", str(truncated)], "truncated"),
+            (["--kernel", tmp], "not a regular file"),
+            (["--kernel", kernel(), "--cpus", "0"], "--cpus"),
+            (["--kernel", kernel(), "--memory", "64T"], "more than this host has"),
+            (["--kernel", kernel(), "--memory", "12Q"], "size"),
+            (["--kernel", kernel(), "--serial", "tcp:1"], "--serial"),
+            (["--kernel", kernel(), "--no-such-flag"], "no-such-flag"),
+            (["--kernel", kernel(), "--initrd", "/no/such/initrd"], "does not exist"),
+        ]
+        for args, fragment in cases:
+            code, out, _ = mvmm(*args)
+            expect(code == 2, f"{args}: exit {code}, expected 2\n{out}")
+            expect(fragment in out, f"{args}: message lacks '{fragment}':\n{out}")
+            expect(len(out.strip().splitlines()) <= 2, f"{args}: more than one error line:\n{out}")
+            expect("Traceback" not in out and "terminate called" not in out, f"{args}: crashed\n{out}")
+
+
+def test_pvm_host_refuses_quickly():
+    if not Path("/sys/module/kvm_pvm").exists():
+        raise guest.SkipTest("this host's /dev/kvm is not PVM")
+    code, out, seconds = mvmm("--kernel", kernel(), "--initrd", guest.guest_image("guest_initrd"))
+    expect(code == 2, f"exit {code}, expected 2\n{out}")
+    expect("PVM" in out and "mvmm-hostvm" in out, f"message does not explain PVM:\n{out}")
+    expect(seconds < 1.0, f"took {seconds:.2f} s, expected under 1 s")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MVMM", "build/vmm/mvmm")
+    guest.main([test_help_and_version, test_bad_input_exits_2_with_one_line, test_pvm_host_refuses_quickly])

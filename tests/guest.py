@@ -1,0 +1,149 @@
+"""Boots the default guest with mvmm for integration tests, directly where this host's KVM can run a standard
+guest and otherwise inside the test host VM (tools/mvmm-hostvm), and checks what the guest printed.
+
+Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HOSTVM = REPO / "tools" / "mvmm-hostvm"
+SKIP = 77  # meson's exit code for a skipped test
+
+
+def mvmm_binary():
+    path = os.environ.get("MVMM")
+    if not path or not Path(path).exists():
+        sys.exit("MVMM must name the built mvmm binary (meson test sets it)")
+    return path
+
+
+def direct_kvm_usable():
+    """True where /dev/kvm runs standard guests (hardware VMX/SVM, not PVM)."""
+    if Path("/sys/module/kvm_pvm").exists() or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    flags = Path("/proc/cpuinfo").read_text()
+    return re.search(r"\b(vmx|svm)\b", flags) is not None
+
+
+def boot_mode():
+    """'direct', 'hostvm', or None with the reason nothing can boot here."""
+    if direct_kvm_usable():
+        return "direct", None
+    if subprocess.run(["sh", "-c", "command -v qemu-system-x86_64"], capture_output=True).returncode == 0:
+        return "hostvm", None
+    return None, "no usable /dev/kvm (missing or PVM) and no qemu-system-x86_64 for the test host VM"
+
+
+def guest_image(name):
+    out = subprocess.run([str(REPO / "guest-images" / "build"), "--get", name], check=True,
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+@dataclass
+class Run:
+    """One mvmm invocation: its arguments, and after running, its exit code and console output."""
+    args: list
+    disk_images: list = field(default_factory=list)  # files the test inspects afterwards
+    code: int = None
+    output: str = ""
+
+    def markers(self, name):
+        """[(uptime, {key: value})] of every `MVMM-MARK name` line."""
+        found = []
+        for m in re.finditer(r"MVMM-MARK (\S+) (\S+)([^\r\n]*)", self.output):
+            if m.group(1) == name:
+                found.append((float(m.group(2)), dict(kv.split("=", 1) for kv in m.group(3).split() if "=" in kv)))
+        return found
+
+
+def guest_args(cmdline="", memory="512M", cpus=1, extra=()):
+    return ["--kernel", guest_image("kernel"), "--initrd", guest_image("guest_initrd"), "--memory", memory,
+            "--cpus", str(cpus), "--cmdline", ("console=ttyS0 quiet " + cmdline).strip(), *extra]
+
+
+def run_all(runs, timeout=600):
+    """Runs every Run in order, filling in code and output."""
+    mode, why = boot_mode()
+    if mode is None:
+        raise SkipTest(why)
+    mvmm = mvmm_binary()
+    if mode == "direct":
+        for r in runs:
+            p = subprocess.run([mvmm, *r.args], capture_output=True, text=True, errors="replace", timeout=timeout)
+            r.code, r.output = p.returncode, p.stdout + p.stderr
+        return
+    _run_in_hostvm(mvmm, runs, timeout)
+
+
+def _run_in_hostvm(mvmm, runs, timeout):
+    images = [img for r in runs for img in r.disk_images]
+    device = {img: "/dev/vd" + chr(ord("a") + i) for i, img in enumerate(images)}
+    files = set()
+    lines = []
+    for i, r in enumerate(runs):
+        words = []
+        for a in r.args:
+            for img, dev in device.items():
+                a = a.replace(img, dev)
+            words.append(a)
+            for piece in re.split(r"[=,:]", a):
+                if piece.startswith("/") and Path(piece).is_file() and piece not in device.values():
+                    files.add(piece)
+        lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
+        lines.append(f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)} 2>&1')
+        lines.append(f'echo "MVMM-RUN-END {i} $?"')
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
+        script.write("\n".join(lines) + "\n")
+    cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
+    for img in images:
+        cmd += ["--disk-image", img]
+    for f in sorted(files):
+        cmd += ["--file", f]
+    try:
+        p = subprocess.run(cmd + ["--"], capture_output=True, text=True, errors="replace", timeout=timeout + 120)
+    finally:
+        os.unlink(script.name)
+    out = p.stdout + p.stderr
+    if p.returncode == 124:
+        raise AssertionError("the test host VM hung:\n" + out[-3000:])
+    for i, r in enumerate(runs):
+        m = re.search(rf"MVMM-RUN-BEGIN {i}\r?\n(.*?)MVMM-RUN-END {i} (\d+)", out, re.S)
+        if not m:
+            raise AssertionError(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
+        r.output, r.code = m.group(1), int(m.group(2))
+
+
+class SkipTest(Exception):
+    pass
+
+
+def main(cases):
+    """Runs test functions, prints one line each and a summary; exits 1 on failure, 77 if all skipped."""
+    passed = failed = skipped = 0
+    for case in cases:
+        try:
+            case()
+            print(f"ok: {case.__name__}", flush=True)
+            passed += 1
+        except SkipTest as e:
+            print(f"skip: {case.__name__}: {e}", flush=True)
+            skipped += 1
+        except Exception:
+            print(f"FAIL: {case.__name__}\n{traceback.format_exc()}", flush=True)
+            failed += 1
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    sys.exit(1 if failed else SKIP if skipped and not passed else 0)
+
+
+def expect(condition, message, run=None):
+    if not condition:
+        raise AssertionError(message + ("\n--- output ---\n" + run.output[-4000:] if run else ""))
