@@ -88,16 +88,16 @@ PciBus* PciBus::route(uint8_t number, uint8_t own_number) {
 
 bool PciBus::slot_is_multifunction(uint8_t devfn) const {
     const uint8_t first = devfn & ~7;
-    for (uint8_t f = 1; f < 8; ++f)
-        if (occupied(first + f)) return true;
-    return false;
+    int functions = 0;
+    for (uint8_t f = 0; f < 8; ++f) functions += occupied(first + f);
+    return functions > 1;
 }
 
 bool PciBus::config_read(uint8_t devfn, uint16_t offset, std::span<uint8_t> data) {
     if (!occupied(devfn)) return false;
     nodes_[devfn]->function->config_read(offset, data);
-    // The bus knows which slots hold several functions; function 0 says so in its header.
-    if ((devfn & 7) == 0 && offset <= reg::kHeaderType && reg::kHeaderType < offset + data.size() &&
+    // The bus knows which slots hold several functions; their headers say so.
+    if (offset <= reg::kHeaderType && reg::kHeaderType < offset + data.size() &&
         slot_is_multifunction(devfn))
         data[reg::kHeaderType - offset] |= kHeaderTypeMultiFunction;
     return true;

@@ -271,6 +271,9 @@ TEST(PciHostBridge, SixtyFourRootPortsEachWithADevice) {
         }
     }
     EXPECT_EQ(buses.size(), 64u);
+    EXPECT_EQ(h.ecam_read<uint8_t>({0, 1, 0}, reg::kHeaderType), 0x81);
+    EXPECT_EQ(h.ecam_read<uint8_t>({0, 1, 3}, reg::kHeaderType), 0x81);
+    EXPECT_EQ(h.ecam_read<uint8_t>({0, 9, 0}, reg::kHeaderType), 0x00);  // single function
 }
 
 TEST(PciHostBridge, TakenOrMissingPlacementsThrow) {

@@ -63,6 +63,8 @@ CommonConfig Transport::snapshot() const {
 }
 
 uint8_t Transport::device_status() const {
+    // After a reset the driver polls for 0; a device stuck in NEEDS_RESET must not hang it.
+    if (driver_status_ == 0) return 0;
     const bool needs_reset = needs_reset_.load() || device_.needs_reset();
     return driver_status_ | (needs_reset ? status::kNeedsReset : 0);
 }
