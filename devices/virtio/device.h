@@ -26,12 +26,14 @@ struct QueueConfig {
     bool ready = false;
 };
 
-// How a device tells the driver about used buffers or a config change.
+// How a device tells the driver about used buffers or a config change.  Devices call both
+// from their I/O threads, holding a queue lock that Device::reset() waits for: both must be
+// thread-safe and must not wait for anything a caller of reset() or activate() holds.
 class Interrupt {
-public:
+  public:
     virtual ~Interrupt() = default;
-    virtual void notify_queue(uint16_t queue) = 0;  // thread-safe
-    virtual void notify_config() = 0;
+    virtual void notify_queue(uint16_t queue) = 0;
+    virtual void notify_config() = 0;  // also sent when the device starts to need a reset
 };
 
 struct ActivateContext {
@@ -43,7 +45,7 @@ struct ActivateContext {
 };
 
 class Device {
-public:
+  public:
     virtual ~Device() = default;
     virtual uint32_t device_id() const = 0;  // virtio device type: 2 = block, 8 = scsi
     virtual uint64_t features() const = 0;   // offered, including transport bits
@@ -55,6 +57,7 @@ public:
     // unusable; the transport then sets DEVICE_NEEDS_RESET.
     virtual bool activate(ActivateContext context) = 0;
     // The driver wrote 0 to device_status: stop all queue processing before returning.
+    // Called from a vCPU or the main thread, never from a device's I/O thread.
     virtual void reset() = 0;
     // Set by the device when it hits a corrupt ring; the transport reports NEEDS_RESET.
     virtual bool needs_reset() const = 0;

@@ -1,0 +1,81 @@
+// virtio-blk requests (virtio 1.2, 5.2.6) parsed from a checked descriptor chain into a
+// checked Request before anything touches the disk, so every guest mistake is a typed error
+// and a unit test.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "devices/virtio/guest_buffers.h"
+#include "devices/virtio/queue.h"
+#include "mem/result.h"
+
+namespace mvmm::devices::virtio::blk {
+
+inline constexpr uint64_t kSectorSize = 512;
+inline constexpr uint64_t kHeaderSize = 16;   // struct virtio_blk_req up to data[]
+inline constexpr uint64_t kSegmentSize = 16;  // struct virtio_blk_discard_write_zeroes
+inline constexpr uint64_t kIdBytes = 20;      // VIRTIO_BLK_ID_BYTES
+
+enum class RequestType : uint32_t {
+    In = 0,
+    Out = 1,
+    Flush = 4,
+    GetId = 8,
+    Discard = 11,
+    WriteZeroes = 13,
+};
+
+// The status byte the device writes last.
+enum class Status : uint8_t { Ok = 0, IoError = 1, Unsupported = 2 };
+
+// What parsing needs to know about the disk.
+struct DiskInfo {
+    uint64_t capacity_sectors = 0;
+    bool read_only = false;
+    uint32_t max_discard_sectors = 0;  // per segment
+    uint32_t max_discard_segments = 0;
+    uint32_t max_write_zeroes_sectors = 0;
+    uint32_t max_write_zeroes_segments = 0;
+};
+
+enum class BlkError {
+    NoStatusByte,      // no device-writable byte to put the status in: nothing can be reported
+    HeaderTooShort,    // fewer than 16 device-readable bytes
+    UnsupportedType,   // a request type this device does not implement
+    WrongDirection,    // data in the readable part of a read, or the writable part of a write
+    UnexpectedData,    // a flush that carries data
+    NoData,            // a transfer or discard/write-zeroes without data
+    UnalignedLength,   // not a multiple of 512 bytes (transfers) or 16 bytes (segments)
+    OutOfRange,        // reaches past the end of the disk
+    ReadOnly,          // a write, discard or write-zeroes on a read-only disk
+    IdBufferTooShort,  // get-id with room for fewer than 20 bytes
+    TooManySegments,   // more than max_discard_seg / max_write_zeroes_seg
+    SegmentTooLarge,   // more than max_discard_sectors / max_write_zeroes_sectors
+    UnsupportedFlags,  // unknown segment flags, or unmap on a discard
+};
+std::string_view to_string(BlkError error);
+// UNSUPP for what the device does not do (the spec asks for it), IOERR for the rest.
+Status status_for(BlkError error);
+
+// A byte range of the disk to discard or zero.
+struct DiskRange {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    bool unmap = false;  // write-zeroes may deallocate
+    bool operator==(const DiskRange&) const = default;
+};
+
+struct Request {
+    RequestType type = RequestType::In;
+    uint64_t offset = 0;                 // In, Out: byte offset on the disk
+    GuestBuffers data = {};              // In: filled from disk; Out: written; GetId: gets the id
+    std::vector<DiskRange> ranges = {};  // Discard, WriteZeroes
+};
+
+// Any layout is accepted: the header is the first 16 readable bytes, the status the last
+// writable byte, and the data whatever lies between.
+Result<Request, BlkError> parse(const DescriptorChain& chain, const DiskInfo& disk);
+
+}  // namespace mvmm::devices::virtio::blk

@@ -1,0 +1,219 @@
+#include "devices/virtio/blk/request.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <limits>
+
+namespace mvmm::devices::virtio::blk {
+namespace {
+
+constexpr uint32_t kIn = 0, kOut = 1, kFlush = 4, kGetId = 8, kGetLifetime = 10, kDiscard = 11,
+                   kWriteZeroes = 13, kSecureErase = 14;
+constexpr uint32_t kUnmap = 1;
+
+struct Seg {
+    uint64_t sector;
+    uint32_t num_sectors;
+    uint32_t flags;
+};
+
+// Chains built from host buffers: parsing only needs checked spans, not guest memory.
+class RequestTest : public ::testing::Test {
+  private:
+    std::deque<std::vector<uint8_t>> storage_;  // stable addresses; before its users below
+
+  protected:
+    std::span<uint8_t> buffer(size_t size) { return storage_.emplace_back(size); }
+    std::span<uint8_t> header(uint32_t type, uint64_t sector = 0) {
+        auto bytes = buffer(16);
+        std::memcpy(bytes.data(), &type, 4);
+        std::memcpy(bytes.data() + 8, &sector, 8);
+        return bytes;
+    }
+    std::span<uint8_t> segments(std::initializer_list<Seg> segs) {
+        auto bytes = buffer(16 * segs.size());
+        std::memcpy(bytes.data(), std::data(segs), bytes.size());
+        return bytes;
+    }
+    static DescriptorChain chain(std::initializer_list<std::span<uint8_t>> readable,
+                                 std::initializer_list<std::span<uint8_t>> writable) {
+        DescriptorChain c;
+        for (auto part : readable) c.readable.append(part);
+        for (auto part : writable) c.writable.append(part);
+        return c;
+    }
+    std::optional<BlkError> error_of(const DescriptorChain& c) {
+        auto request = parse(c, disk);
+        if (request) return std::nullopt;
+        return request.error();
+    }
+    Request parsed(const DescriptorChain& c) {
+        auto request = parse(c, disk);
+        if (!request) throw std::runtime_error(std::string(to_string(request.error())));
+        return std::move(request).value();
+    }
+
+    DiskInfo disk{.capacity_sectors = 100,
+                  .read_only = false,
+                  .max_discard_sectors = 64,
+                  .max_discard_segments = 2,
+                  .max_write_zeroes_sectors = 32,
+                  .max_write_zeroes_segments = 1};
+    std::span<uint8_t> status = buffer(1);
+};
+
+// --- well-formed requests ---
+
+TEST_F(RequestTest, ParsesARead) {
+    auto data = buffer(1024);
+    const auto request = parsed(chain({header(kIn, 10)}, {data, status}));
+    EXPECT_EQ(request.type, RequestType::In);
+    EXPECT_EQ(request.offset, 10u * 512);
+    ASSERT_EQ(request.data.parts().size(), 1u);
+    EXPECT_EQ(request.data.parts()[0].data(), data.data());
+    EXPECT_EQ(request.data.size(), 1024u);
+}
+
+TEST_F(RequestTest, ParsesAWriteFromSeveralBuffers) {
+    const auto request = parsed(chain({header(kOut, 98), buffer(512), buffer(512)}, {status}));
+    EXPECT_EQ(request.type, RequestType::Out);
+    EXPECT_EQ(request.offset, 98u * 512);
+    EXPECT_EQ(request.data.size(), 1024u) << "reaches exactly the end of the disk";
+}
+
+TEST_F(RequestTest, AcceptsAnyLayout) {
+    // Header split over two buffers, data in the same buffer as the status byte.
+    auto whole = header(kIn, 3);
+    auto data_and_status = buffer(513);
+    const auto request = parsed(chain({whole.subspan(0, 5), whole.subspan(5)}, {data_and_status}));
+    EXPECT_EQ(request.offset, 3u * 512);
+    EXPECT_EQ(request.data.size(), 512u);
+    EXPECT_EQ(request.data.parts()[0].data(), data_and_status.data());
+}
+
+TEST_F(RequestTest, ParsesFlushAndGetId) {
+    EXPECT_EQ(parsed(chain({header(kFlush)}, {status})).type, RequestType::Flush);
+    auto id = buffer(32);
+    const auto request = parsed(chain({header(kGetId)}, {id, status}));
+    EXPECT_EQ(request.type, RequestType::GetId);
+    EXPECT_EQ(request.data.size(), 20u);
+}
+
+TEST_F(RequestTest, ParsesDiscardAndWriteZeroesSegments) {
+    auto discard = parsed(chain({header(kDiscard), segments({
+                                                       {1, 2, 0},
+                                                       {50, 0, 0},
+                                                   })},
+                                {status}));
+    EXPECT_EQ(discard.ranges, (std::vector<DiskRange>{{512, 1024, false}}))
+        << "a zero-sector segment is dropped";
+    auto zeroes = parsed(chain({header(kWriteZeroes), segments({{68, 32, kUnmap}})}, {status}));
+    EXPECT_EQ(zeroes.ranges, (std::vector<DiskRange>{{68 * 512, 32 * 512, true}}));
+}
+
+// --- every kind of bad request ---
+
+TEST_F(RequestTest, NeedsAStatusByte) {
+    EXPECT_EQ(error_of(chain({header(kIn)}, {})), BlkError::NoStatusByte);
+}
+
+TEST_F(RequestTest, NeedsA16ByteHeader) {
+    EXPECT_EQ(error_of(chain({buffer(15)}, {buffer(512), status})), BlkError::HeaderTooShort);
+    EXPECT_EQ(error_of(chain({}, {buffer(512), status})), BlkError::HeaderTooShort);
+}
+
+TEST_F(RequestTest, RejectsUnsupportedTypesWithUnsupp) {
+    for (uint32_t type : {2u, kGetLifetime, kSecureErase, 0x80000000u})
+        EXPECT_EQ(error_of(chain({header(type)}, {buffer(512), status})), BlkError::UnsupportedType)
+            << type;
+    EXPECT_EQ(status_for(BlkError::UnsupportedType), Status::Unsupported);
+}
+
+TEST_F(RequestTest, RejectsDataInTheWrongDirection) {
+    EXPECT_EQ(error_of(chain({header(kIn), buffer(512)}, {buffer(512), status})),
+              BlkError::WrongDirection);
+    EXPECT_EQ(error_of(chain({header(kOut), buffer(512)}, {buffer(512), status})),
+              BlkError::WrongDirection);
+    EXPECT_EQ(error_of(chain({header(kGetId), buffer(4)}, {buffer(20), status})),
+              BlkError::WrongDirection);
+    EXPECT_EQ(error_of(chain({header(kDiscard), segments({{0, 1, 0}})}, {buffer(16), status})),
+              BlkError::WrongDirection);
+}
+
+TEST_F(RequestTest, RejectsAFlushWithData) {
+    EXPECT_EQ(error_of(chain({header(kFlush), buffer(512)}, {status})), BlkError::UnexpectedData);
+    EXPECT_EQ(error_of(chain({header(kFlush)}, {buffer(512), status})), BlkError::UnexpectedData);
+}
+
+TEST_F(RequestTest, RejectsTransfersWithoutData) {
+    EXPECT_EQ(error_of(chain({header(kIn)}, {status})), BlkError::NoData);
+    EXPECT_EQ(error_of(chain({header(kOut)}, {status})), BlkError::NoData);
+    EXPECT_EQ(error_of(chain({header(kDiscard)}, {status})), BlkError::NoData);
+    EXPECT_EQ(error_of(chain({header(kWriteZeroes)}, {status})), BlkError::NoData);
+}
+
+TEST_F(RequestTest, RejectsLengthsThatAreNotWholeUnits) {
+    EXPECT_EQ(error_of(chain({header(kIn)}, {buffer(513), status})), BlkError::UnalignedLength);
+    EXPECT_EQ(error_of(chain({header(kOut), buffer(100)}, {status})), BlkError::UnalignedLength);
+    EXPECT_EQ(error_of(chain({header(kDiscard), buffer(17)}, {status})), BlkError::UnalignedLength);
+}
+
+TEST_F(RequestTest, RejectsRequestsPastTheEndOfTheDisk) {
+    EXPECT_EQ(error_of(chain({header(kIn, 99)}, {buffer(1024), status})), BlkError::OutOfRange);
+    EXPECT_EQ(error_of(chain({header(kOut, 100), buffer(512)}, {status})), BlkError::OutOfRange);
+    // sector * 512 and sector + count would wrap around.
+    EXPECT_EQ(
+        error_of(chain({header(kIn, std::numeric_limits<uint64_t>::max())}, {buffer(512), status})),
+        BlkError::OutOfRange);
+    EXPECT_EQ(error_of(chain({header(kIn, 1ull << 55)}, {buffer(512), status})),
+              BlkError::OutOfRange);
+    EXPECT_EQ(error_of(chain({header(kDiscard), segments({{90, 11, 0}})}, {status})),
+              BlkError::OutOfRange);
+    EXPECT_EQ(error_of(chain(
+                  {header(kWriteZeroes), segments({{std::numeric_limits<uint64_t>::max(), 2, 0}})},
+                  {status})),
+              BlkError::OutOfRange);
+}
+
+TEST_F(RequestTest, RefusesWritesToAReadOnlyDisk) {
+    disk.read_only = true;
+    EXPECT_EQ(error_of(chain({header(kOut), buffer(512)}, {status})), BlkError::ReadOnly);
+    EXPECT_EQ(error_of(chain({header(kDiscard), segments({{0, 1, 0}})}, {status})),
+              BlkError::ReadOnly);
+    EXPECT_EQ(error_of(chain({header(kWriteZeroes), segments({{0, 1, 0}})}, {status})),
+              BlkError::ReadOnly);
+    EXPECT_EQ(status_for(BlkError::ReadOnly), Status::IoError);
+    EXPECT_FALSE(error_of(chain({header(kIn)}, {buffer(512), status})));
+}
+
+TEST_F(RequestTest, RejectsAGetIdBufferShorterThan20Bytes) {
+    EXPECT_EQ(error_of(chain({header(kGetId)}, {buffer(19), status})), BlkError::IdBufferTooShort);
+}
+
+TEST_F(RequestTest, RejectsTooManySegments) {
+    EXPECT_EQ(
+        error_of(chain({header(kDiscard), segments({{0, 1, 0}, {2, 1, 0}, {4, 1, 0}})}, {status})),
+        BlkError::TooManySegments);
+    EXPECT_EQ(error_of(chain({header(kWriteZeroes), segments({{0, 1, 0}, {2, 1, 0}})}, {status})),
+              BlkError::TooManySegments);
+}
+
+TEST_F(RequestTest, RejectsSegmentsThatAreTooLarge) {
+    EXPECT_EQ(error_of(chain({header(kDiscard), segments({{0, 65, 0}})}, {status})),
+              BlkError::SegmentTooLarge);
+    EXPECT_EQ(error_of(chain({header(kWriteZeroes), segments({{0, 33, 0}})}, {status})),
+              BlkError::SegmentTooLarge);
+}
+
+TEST_F(RequestTest, RejectsUnknownFlagsAndUnmapOnDiscardWithUnsupp) {
+    EXPECT_EQ(error_of(chain({header(kDiscard), segments({{0, 1, kUnmap}})}, {status})),
+              BlkError::UnsupportedFlags);
+    EXPECT_EQ(error_of(chain({header(kWriteZeroes), segments({{0, 1, 2}})}, {status})),
+              BlkError::UnsupportedFlags);
+    EXPECT_EQ(status_for(BlkError::UnsupportedFlags), Status::Unsupported);
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio::blk
