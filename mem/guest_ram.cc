@@ -45,7 +45,8 @@ std::string hugepage_shortage(uint64_t page_size, uint64_t needed, std::optional
                           std::to_string(available) + " free";
     if (available >= needed)
         return message +
-               " (enough in the pool: a cgroup hugetlb limit or another process took them)";
+               " (the pool has enough: a hugetlbfs size= limit, a cgroup hugetlb limit or "
+               "another process is in the way)";
     return message + "; reserve them with echo " +
            std::to_string(counts.total + needed - available) + " > " +
            hugepage_pool_dir(page_size, node) + "/nr_hugepages";

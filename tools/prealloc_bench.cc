@@ -54,20 +54,25 @@ double minimum(const std::vector<double>& values) {
     return *std::min_element(values.begin(), values.end());
 }
 
-// Single-thread memset bandwidth over an already-faulted 1 GiB buffer, best of five: the
-// ceiling a page-zeroing kernel can approach on one CPU.
-double memset_gib_per_second() {
-    const Mapping buffer = Mapping::anonymous(GiB);
-    ::madvise(buffer.bytes().data(), GiB, MADV_HUGEPAGE);  // like guest RAM
-    std::memset(buffer.bytes().data(), 1, GiB);
-    double best = 0;
-    for (int round = 0; round < 5; ++round) {
-        const auto start = Clock::now();
-        std::memset(buffer.bytes().data(), round, GiB);
-        best = std::max(best, 1 / seconds_since(start));
+// The baseline: single-thread memset over an already-faulted 1 GiB buffer, the ceiling a
+// page-zeroing kernel approaches on one CPU.  Timed within every group, interleaved with the
+// preallocations, because the machine's load changes it as much as theirs.
+class MemsetBaseline {
+  public:
+    MemsetBaseline() : buffer_(Mapping::anonymous(GiB)) {
+        ::madvise(buffer_.bytes().data(), GiB, MADV_HUGEPAGE);  // like guest RAM
+        std::memset(buffer_.bytes().data(), 1, GiB);
     }
-    return best;
-}
+    double time_one_gib() {
+        const auto start = Clock::now();
+        std::memset(buffer_.bytes().data(), ++round_, GiB);
+        return seconds_since(start);
+    }
+
+  private:
+    Mapping buffer_;
+    uint8_t round_ = 1;
+};
 
 bool qemu_installed() {
     for (const char* dir : {"/usr/bin/", "/usr/local/bin/"})
@@ -75,9 +80,10 @@ bool qemu_installed() {
     return false;
 }
 
-// One thing to time: mvmm with a method, or QEMU with or without prealloc.
+// One thing to time: the memset baseline, mvmm with a method, or QEMU with or without
+// prealloc.
 struct Variant {
-    std::string who;  // "mvmm" or "qemu"
+    std::string who;  // "memset", "mvmm" or "qemu"
     PreallocMethod method = PreallocMethod::populate;
     unsigned threads = 1;
     bool prealloc = true;
@@ -161,18 +167,34 @@ struct Options {
     bool qemu = true;
 };
 
+struct Rates {
+    double best, median;  // GiB/s from the fastest and the median time
+};
+
+Rates rates(uint64_t bytes, double seconds_min, double seconds_median) {
+    const double gib = static_cast<double>(bytes) / GiB;
+    return {gib / seconds_min, gib / seconds_median};
+}
+
 void report(const std::string& label, double seconds_min, double seconds_median, uint64_t size,
-            double memset_rate, const std::string& extra) {
-    const double gib = static_cast<double>(size) / GiB;
-    const double best = gib / seconds_min, typical = gib / seconds_median;
+            Rates memset, const std::string& extra) {
+    const Rates r = rates(size, seconds_min, seconds_median);
     std::printf("  %-20s %7.3f %7.3f %7.2f %7.2f %6.2f %6.2f  %s\n", label.c_str(), seconds_min,
-                seconds_median, best, typical, best / memset_rate, typical / memset_rate,
+                seconds_median, r.best, r.median, r.best / memset.best, r.median / memset.median,
                 extra.c_str());
+}
+
+std::string label_of(const Variant& variant) {
+    std::string what = variant.who == "qemu"                     ? "prealloc"
+                       : variant.who == "memset"                 ? "(faulted 1 GiB)"
+                       : variant.method == PreallocMethod::touch ? "touch"
+                                                                 : "populate";
+    return variant.who + " " + std::to_string(variant.threads) + "T " + what;
 }
 
 // Times every variant for one size and page kind, interleaved, and prints the table.
 void bench_group(const Options& options, uint64_t size, const std::string& kind,
-                 double memset_rate) {
+                 MemsetBaseline& baseline) {
     std::unique_ptr<HugepageReservation> reservation;
     std::unique_ptr<HugetlbfsMount> mount;
     if (kind == "2M") {
@@ -187,7 +209,7 @@ void bench_group(const Options& options, uint64_t size, const std::string& kind,
     }
     const std::string hugetlbfs = mount ? mount->path() : "";
 
-    std::vector<Variant> variants;
+    std::vector<Variant> variants{{.who = "memset"}};
     for (unsigned threads : options.threads)
         for (PreallocMethod method : {PreallocMethod::touch, PreallocMethod::populate})
             variants.push_back({.who = "mvmm", .method = method, .threads = threads});
@@ -204,7 +226,9 @@ void bench_group(const Options& options, uint64_t size, const std::string& kind,
     for (unsigned rep = 0; rep < options.repetitions; ++rep) {
         for (size_t i = 0; i < variants.size(); ++i) {
             Variant& variant = variants[(i + rep) % variants.size()];
-            if (variant.who == "mvmm") {
+            if (variant.who == "memset") {
+                variant.seconds.push_back(baseline.time_one_gib());
+            } else if (variant.who == "mvmm") {
                 run_mvmm(variant, size, hugetlbfs);
             } else if (!run_qemu(variant, size, hugetlbfs)) {
                 std::printf("%s %s: QEMU failed:", format_size(size).c_str(), kind.c_str());
@@ -222,28 +246,26 @@ void bench_group(const Options& options, uint64_t size, const std::string& kind,
     std::printf("  %-20s %15s %15s %13s\n", "", "seconds", "GiB/s", "x memset");
     std::printf("  %-20s %7s %7s %7s %7s %6s %6s\n", "variant", "min", "median", "best", "median",
                 "best", "median");
+    const Variant& memset = variants.front();
+    const Rates memset_rates = rates(GiB, minimum(memset.seconds), median(memset.seconds));
     const Variant* qemu_off = with_qemu ? &variants.back() : nullptr;
     for (const Variant& variant : variants) {
-        if (!variant.prealloc) continue;
-        const std::string label = variant.who + " " +
-                                  (variant.who == "qemu" ? std::string("prealloc")
-                                   : variant.method == PreallocMethod::touch ? "touch"
-                                                                             : "populate") +
-                                  " " + std::to_string(variant.threads) + "T";
-        if (variant.who == "mvmm") {
-            char extra[64];
+        char extra[96] = "";
+        if (variant.who == "memset") {
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds), GiB,
+                   memset_rates, extra);
+        } else if (variant.who == "mvmm") {
             std::snprintf(extra, sizeof extra, "alloc+free med %.3f s",
                           median(variant.seconds) + median(variant.free_seconds));
-            report(label, minimum(variant.seconds), median(variant.seconds), size, memset_rate,
-                   extra);
-        } else {
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds), size,
+                   memset_rates, extra);
+        } else if (variant.prealloc) {
             // QEMU's prealloc time: its run with prealloc minus its run without (start-up,
             // exit); this includes freeing the memory at exit.
-            char extra[96];
             std::snprintf(extra, sizeof extra, "(run %.3f s - %.3f s without prealloc)",
                           median(variant.seconds), median(qemu_off->seconds));
-            report(label, minimum(variant.seconds) - minimum(qemu_off->seconds),
-                   median(variant.seconds) - median(qemu_off->seconds), size, memset_rate, extra);
+            report(label_of(variant), minimum(variant.seconds) - minimum(qemu_off->seconds),
+                   median(variant.seconds) - median(qemu_off->seconds), size, memset_rates, extra);
         }
     }
     std::printf("\n");
@@ -276,10 +298,9 @@ int run(int argc, char** argv) {
 
     utsname host{};
     ::uname(&host);
-    const double memset_rate = memset_gib_per_second();
-    std::printf("host: Linux %s, %u CPUs for prealloc; QEMU %s\n", host.release,
+    std::printf("host: Linux %s, %u CPUs for prealloc; QEMU %s\n\n", host.release,
                 default_prealloc_threads(1024), qemu_installed() ? "installed" : "not installed");
-    std::printf("single-thread memset on faulted memory: %.2f GiB/s\n\n", memset_rate);
+    MemsetBaseline baseline;
     for (unsigned gib : options.sizes_gib) {
         const uint64_t size = gib * GiB;
         for (const std::string& kind : options.kinds) {
@@ -288,7 +309,7 @@ int run(int argc, char** argv) {
                             format_size(size).c_str(), kind.c_str(), format_size(size).c_str());
                 continue;
             }
-            bench_group(options, size, kind, memset_rate);
+            bench_group(options, size, kind, baseline);
         }
     }
     return 0;
