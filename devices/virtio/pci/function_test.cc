@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <map>
 
 #include "devices/pci/test_harness.h"
+#include "devices/virtio/pci/test_driver.h"
 #include "devices/virtio/test_driver.h"
 
 namespace mvmm::devices::virtio::pci {
@@ -54,102 +54,30 @@ class FakeDevice : public Device {
 
 constexpr uint64_t kBar = 0xc000'0000;
 constexpr uint16_t kNoVectorValue = 0xffff;
+constexpr uint8_t kDriverOkStatus = testing::PciDriver::kDriverOkStatus;
+
+QueueConfig queue(uint16_t size, uint64_t desc, uint64_t avail, uint64_t used) {
+    return {size, GuestAddr(desc), GuestAddr(avail), GuestAddr(used), false};
+}
 
 class VirtioPciTest : public ::testing::Test {
   protected:
-    VirtioPciTest() {
+    PciAddr attach() {
         function = std::make_shared<VirtioPciFunction>(std::make_unique<FakeDevice>(log),
                                                        h.platform, guest.memory());
-        dev = {0, h.bridge.attach(function, devices::pci::RootBusSlot{}).device, 0};
-        // What Linux does for a BAR: size it with decoding off, assign it, enable decoding.
-        h.ecam_write<uint32_t>(dev, reg::kBar0, 0xffff'ffff);
-        h.ecam_write<uint32_t>(dev, reg::kBar0 + 4, 0xffff'ffff);
-        bar_size = ~(uint64_t{h.ecam_read<uint32_t>(dev, reg::kBar0 + 4)} << 32 |
-                     (h.ecam_read<uint32_t>(dev, reg::kBar0) & ~0xfu)) +
-                   1;
-        h.ecam_write<uint32_t>(dev, reg::kBar0, static_cast<uint32_t>(kBar));
-        h.ecam_write<uint32_t>(dev, reg::kBar0 + 4, 0);
-        h.ecam_write<uint16_t>(dev, reg::kCommand, command::kMemorySpace | command::kBusMaster);
-    }
-
-    template <class T>
-    T common(size_t offset) {
-        return h.mmio_read<T>(kBar + offset);
-    }
-    template <class T>
-    void set_common(size_t offset, T v) {
-        h.mmio_write<T>(kBar + offset, v);
-    }
-    uint8_t status() { return common<uint8_t>(offsetof(CommonConfig, device_status)); }
-    void set_status(uint8_t v) { set_common<uint8_t>(offsetof(CommonConfig, device_status), v); }
-    void set_driver_features(uint64_t features) {
-        for (uint32_t select : {0u, 1u}) {
-            set_common<uint32_t>(offsetof(CommonConfig, driver_feature_select), select);
-            set_common<uint32_t>(offsetof(CommonConfig, driver_feature),
-                                 static_cast<uint32_t>(features >> (32 * select)));
-        }
-    }
-    uint64_t device_features() {
-        uint64_t features = 0;
-        for (uint32_t select : {0u, 1u}) {
-            set_common<uint32_t>(offsetof(CommonConfig, device_feature_select), select);
-            features |= uint64_t{common<uint32_t>(offsetof(CommonConfig, device_feature))}
-                        << (32 * select);
-        }
-        return features;
-    }
-    // Capabilities by id (and cfg_type for virtio's vendor capabilities).
-    std::map<std::pair<uint8_t, uint8_t>, uint8_t> capabilities() {
-        std::map<std::pair<uint8_t, uint8_t>, uint8_t> caps;
-        for (uint8_t at = h.ecam_read<uint8_t>(dev, reg::kCapabilities); at != 0;
-             at = h.ecam_read<uint8_t>(dev, at + 1)) {
-            const uint8_t id = h.ecam_read<uint8_t>(dev, at);
-            caps[{id, id == 0x09 ? h.ecam_read<uint8_t>(dev, at + 3) : uint8_t{0}}] = at;
-        }
-        return caps;
-    }
-    void enable_msix() {
-        const uint8_t cap = capabilities().at({0x11, 0});
-        h.ecam_write<uint16_t>(dev, cap + 2, 0x8000);
-        for (uint16_t v = 0; v < 3; ++v) {
-            const uint64_t entry = kBar + VirtioPciFunction::kMsixTableOffset + v * 16;
-            h.mmio_write<uint32_t>(entry, 0xfee0'0000);
-            h.mmio_write<uint32_t>(entry + 8, 0x40 + v);
-            h.mmio_write<uint32_t>(entry + 12, 0);  // unmasked
-        }
-    }
-    // The driver side of virtio 1.2, 3.1.1, up to FEATURES_OK.
-    void negotiate(uint64_t features) {
-        set_status(0);
-        set_status(status::kAcknowledge);
-        set_status(status::kAcknowledge | status::kDriver);
-        set_driver_features(features);
-        set_status(status::kAcknowledge | status::kDriver | status::kFeaturesOk);
-    }
-    void setup_queue(uint16_t index, uint16_t size, uint16_t vector, GuestAddr desc,
-                     GuestAddr avail, GuestAddr used) {
-        set_common<uint16_t>(offsetof(CommonConfig, queue_select), index);
-        set_common<uint16_t>(offsetof(CommonConfig, queue_size), size);
-        set_common<uint16_t>(offsetof(CommonConfig, queue_msix_vector), vector);
-        // Linux writes the 64-bit addresses as two dwords.
-        set_common<uint32_t>(offsetof(CommonConfig, queue_desc), uint32_t(desc.value()));
-        set_common<uint32_t>(offsetof(CommonConfig, queue_desc) + 4, desc.value() >> 32);
-        set_common<uint64_t>(offsetof(CommonConfig, queue_driver), avail.value());
-        set_common<uint64_t>(offsetof(CommonConfig, queue_device), used.value());
-        set_common<uint16_t>(offsetof(CommonConfig, queue_enable), 1);
+        return {0, h.bridge.attach(function, devices::pci::RootBusSlot{}).device, 0};
     }
     const devices::testing::FakePlatform::Vector& msi(unsigned v) {
         return *h.platform.vectors.at(v);
     }
 
-    static constexpr uint8_t kDriverOkStatus =
-        status::kAcknowledge | status::kDriver | status::kFeaturesOk | status::kDriverOk;
     devices::testing::PciHarness h;
-    testing::TestGuest guest;
+    virtio::testing::TestGuest guest;
     DeviceLog log;
     std::shared_ptr<VirtioPciFunction> function;
-    PciAddr dev;
-    uint64_t bar_size = 0;
+    PciAddr dev = attach();
+    testing::PciDriver driver{h, dev};
+    uint64_t bar_size = driver.assign_bar(kBar);
 };
 
 TEST_F(VirtioPciTest, IdentifiesAsAModernVirtioDevice) {
@@ -162,7 +90,7 @@ TEST_F(VirtioPciTest, IdentifiesAsAModernVirtioDevice) {
 }
 
 TEST_F(VirtioPciTest, CapabilitiesDescribeTheBarLayout) {
-    const auto caps = capabilities();
+    const auto caps = driver.capabilities();
     struct Expected {
         uint8_t cfg_type;
         uint32_t offset;
@@ -185,24 +113,24 @@ TEST_F(VirtioPciTest, CapabilitiesDescribeTheBarLayout) {
 }
 
 TEST_F(VirtioPciTest, DriverInitializationActivatesTheDeviceWithItsQueues) {
-    enable_msix();
-    negotiate(kFeatureVersion1 | kFeatureEventIdx);
+    driver.enable_msix(3);
+    driver.negotiate(kFeatureVersion1 | kFeatureEventIdx);
     EXPECT_EQ(log.resets, 1u);
-    EXPECT_EQ(device_features(), kFeatureVersion1 | kFeatureEventIdx | kDeviceFeature);
-    EXPECT_EQ(status() & status::kFeaturesOk, status::kFeaturesOk);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, num_queues)), 2);
+    EXPECT_EQ(driver.device_features(), kFeatureVersion1 | kFeatureEventIdx | kDeviceFeature);
+    EXPECT_EQ(driver.status() & status::kFeaturesOk, status::kFeaturesOk);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, num_queues)), 2);
 
-    set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, config_msix_vector)), 0);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_select), 1);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_size)), 128);  // the maximum
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_notify_off)), 1);
-    setup_queue(0, 64, 1, GuestAddr(0x1'0000'1000), GuestAddr(0x2000), GuestAddr(0x3000));
-    setup_queue(1, 32, 2, GuestAddr(0x4000), GuestAddr(0x5000), GuestAddr(0x6000));
-    EXPECT_EQ(common<uint64_t>(offsetof(CommonConfig, queue_driver)), 0x5000u);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, config_msix_vector)), 0);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_select), 1);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_size)), 128);  // the maximum
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_notify_off)), 1);
+    driver.setup_queue(0, queue(64, 0x1'0000'1000, 0x2000, 0x3000), 1);
+    driver.setup_queue(1, queue(32, 0x4000, 0x5000, 0x6000), 2);
+    EXPECT_EQ(driver.common<uint64_t>(offsetof(CommonConfig, queue_driver)), 0x5000u);
     EXPECT_FALSE(log.activated);
 
-    set_status(kDriverOkStatus);
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     const ActivateContext& context = *log.activated;
     EXPECT_EQ(context.features, kFeatureVersion1 | kFeatureEventIdx);
@@ -215,7 +143,7 @@ TEST_F(VirtioPciTest, DriverInitializationActivatesTheDeviceWithItsQueues) {
     EXPECT_EQ(context.queues[1].size, 32);
     EXPECT_EQ(&context.memory, &guest.memory());
     ASSERT_EQ(context.kicks.size(), 2u);
-    EXPECT_EQ(status(), kDriverOkStatus);
+    EXPECT_EQ(driver.status(), kDriverOkStatus);
 
     // Kicks: a notify write (no ioeventfd in tests) signals the queue's EventFd.
     EXPECT_TRUE(h.mmio_write<uint16_t>(kBar + 0x3004, 1));
@@ -226,96 +154,97 @@ TEST_F(VirtioPciTest, DriverInitializationActivatesTheDeviceWithItsQueues) {
     context.interrupt.notify_queue(1);
     EXPECT_EQ(msi(2).triggers, 1u);
     EXPECT_EQ(*msi(2).message, (MsiMessage{0xfee0'0000, 0x42}));
-    const auto generation = common<uint8_t>(offsetof(CommonConfig, config_generation));
+    const auto generation = driver.common<uint8_t>(offsetof(CommonConfig, config_generation));
     context.interrupt.notify_config();
     EXPECT_EQ(msi(0).triggers, 1u);
-    EXPECT_EQ(common<uint8_t>(offsetof(CommonConfig, config_generation)), uint8_t(generation + 1));
+    EXPECT_EQ(driver.common<uint8_t>(offsetof(CommonConfig, config_generation)),
+              uint8_t(generation + 1));
 }
 
 TEST_F(VirtioPciTest, ResetReturnsEverythingToItsInitialState) {
-    enable_msix();
-    negotiate(kFeatureVersion1);
-    setup_queue(0, 64, 1, GuestAddr(0x1000), GuestAddr(0x2000), GuestAddr(0x3000));
-    set_status(kDriverOkStatus);
+    driver.enable_msix(3);
+    driver.negotiate(kFeatureVersion1);
+    driver.setup_queue(0, queue(64, 0x1000, 0x2000, 0x3000), 1);
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     h.mmio_write<uint16_t>(kBar + 0x3000, 0);  // a kick nobody consumed
 
-    set_status(0);
+    driver.set_status(0);
     EXPECT_EQ(log.resets, 2u);
     EXPECT_FALSE(log.activated);
-    EXPECT_EQ(status(), 0);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_select), 0);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_size)), 128);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_enable)), 0);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), kNoVectorValue);
-    EXPECT_EQ(common<uint64_t>(offsetof(CommonConfig, queue_desc)), 0u);
+    EXPECT_EQ(driver.status(), 0);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_select), 0);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_size)), 128);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_enable)), 0);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), kNoVectorValue);
+    EXPECT_EQ(driver.common<uint64_t>(offsetof(CommonConfig, queue_desc)), 0u);
 
-    negotiate(kFeatureVersion1);
-    setup_queue(0, 64, 1, GuestAddr(0x1000), GuestAddr(0x2000), GuestAddr(0x3000));
-    set_status(kDriverOkStatus);
+    driver.negotiate(kFeatureVersion1);
+    driver.setup_queue(0, queue(64, 0x1000, 0x2000, 0x3000), 1);
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     EXPECT_EQ(log.activated->kicks[0]->consume(), 0u);  // the stale kick is gone
 }
 
 TEST_F(VirtioPciTest, FeaturesOkNeedsVersion1AndOfferedFeaturesOnly) {
-    negotiate(kFeatureEventIdx);  // no VERSION_1
-    EXPECT_EQ(status() & status::kFeaturesOk, 0);
-    negotiate(kFeatureVersion1 | kFeatureIndirectDesc);  // not offered
-    EXPECT_EQ(status() & status::kFeaturesOk, 0);
-    negotiate(kFeatureVersion1);
-    EXPECT_EQ(status() & status::kFeaturesOk, status::kFeaturesOk);
-    set_driver_features(kFeatureVersion1 | kDeviceFeature);  // too late: ignored
-    set_status(kDriverOkStatus);
+    driver.negotiate(kFeatureEventIdx);  // no VERSION_1
+    EXPECT_EQ(driver.status() & status::kFeaturesOk, 0);
+    driver.negotiate(kFeatureVersion1 | kFeatureIndirectDesc);  // not offered
+    EXPECT_EQ(driver.status() & status::kFeaturesOk, 0);
+    driver.negotiate(kFeatureVersion1);
+    EXPECT_EQ(driver.status() & status::kFeaturesOk, status::kFeaturesOk);
+    driver.set_driver_features(kFeatureVersion1 | kDeviceFeature);  // too late: ignored
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     EXPECT_EQ(log.activated->features, kFeatureVersion1);
 }
 
 TEST_F(VirtioPciTest, FailedActivationSetsNeedsResetAndInterrupts) {
-    enable_msix();
+    driver.enable_msix(3);
     log.activate_result = false;
-    negotiate(kFeatureVersion1);
-    set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
-    set_status(kDriverOkStatus);
-    EXPECT_EQ(status(), kDriverOkStatus | status::kNeedsReset);
+    driver.negotiate(kFeatureVersion1);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
+    driver.set_status(kDriverOkStatus);
+    EXPECT_EQ(driver.status(), kDriverOkStatus | status::kNeedsReset);
     EXPECT_EQ(msi(0).triggers, 1u);
-    set_status(0);
-    EXPECT_EQ(status(), 0);
+    driver.set_status(0);
+    EXPECT_EQ(driver.status(), 0);
 }
 
 TEST_F(VirtioPciTest, DriverOkWithoutFeaturesOkNeedsReset) {
-    set_status(status::kAcknowledge | status::kDriver);
-    set_status(status::kAcknowledge | status::kDriver | status::kDriverOk);
+    driver.set_status(status::kAcknowledge | status::kDriver);
+    driver.set_status(status::kAcknowledge | status::kDriver | status::kDriverOk);
     EXPECT_FALSE(log.activated);
-    EXPECT_NE(status() & status::kNeedsReset, 0);
+    EXPECT_NE(driver.status() & status::kNeedsReset, 0);
 }
 
 TEST_F(VirtioPciTest, DeviceReportedCorruptionShowsInTheStatus) {
-    negotiate(kFeatureVersion1);
-    set_status(kDriverOkStatus);
+    driver.negotiate(kFeatureVersion1);
+    driver.set_status(kDriverOkStatus);
     log.needs_reset = true;
-    EXPECT_EQ(status(), kDriverOkStatus | status::kNeedsReset);
-    set_status(0);
-    EXPECT_EQ(status(), 0);  // even if the device still says so: Linux waits for 0
+    EXPECT_EQ(driver.status(), kDriverOkStatus | status::kNeedsReset);
+    driver.set_status(0);
+    EXPECT_EQ(driver.status(), 0);  // even if the device still says so: Linux waits for 0
 }
 
 TEST_F(VirtioPciTest, VectorsTheTableLacksReadBackAsNoVector) {
-    set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 3);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, config_msix_vector)), kNoVectorValue);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_select), 0);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_msix_vector), 2);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), 2);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_msix_vector), 7);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), kNoVectorValue);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_select), 2);  // no such queue
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_size)), 0);
-    set_common<uint16_t>(offsetof(CommonConfig, queue_size), 16);
-    EXPECT_EQ(common<uint16_t>(offsetof(CommonConfig, queue_size)), 0);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 3);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, config_msix_vector)), kNoVectorValue);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_select), 0);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_msix_vector), 2);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), 2);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_msix_vector), 7);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_msix_vector)), kNoVectorValue);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_select), 2);  // no such queue
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_size)), 0);
+    driver.set_common<uint16_t>(offsetof(CommonConfig, queue_size), 16);
+    EXPECT_EQ(driver.common<uint16_t>(offsetof(CommonConfig, queue_size)), 0);
 }
 
 TEST_F(VirtioPciTest, IsrReportsInterruptsWithoutMsixAndClearsOnRead) {
-    negotiate(kFeatureVersion1);
-    setup_queue(0, 64, kNoVectorValue, GuestAddr(0x1000), GuestAddr(0x2000), GuestAddr(0x3000));
-    set_status(kDriverOkStatus);
+    driver.negotiate(kFeatureVersion1);
+    driver.setup_queue(0, queue(64, 0x1000, 0x2000, 0x3000), kNoVectorValue);
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     log.activated->interrupt.notify_queue(0);
     log.activated->interrupt.notify_config();
@@ -329,12 +258,12 @@ TEST_F(VirtioPciTest, DeviceConfigIsTheDevices) {
 }
 
 TEST_F(VirtioPciTest, PciConfigAccessCapabilityReachesTheBar) {
-    const uint8_t cap = capabilities().at({0x09, 5});
+    const uint8_t cap = driver.capabilities().at({0x09, 5});
     h.ecam_write<uint8_t>(dev, cap + 4, 0);
     h.ecam_write<uint32_t>(dev, cap + 8, offsetof(CommonConfig, device_status));
     h.ecam_write<uint32_t>(dev, cap + 12, 1);
     h.ecam_write<uint32_t>(dev, cap + 16, status::kAcknowledge);
-    EXPECT_EQ(status(), status::kAcknowledge);
+    EXPECT_EQ(driver.status(), status::kAcknowledge);
     EXPECT_EQ(h.ecam_read<uint32_t>(dev, cap + 16) & 0xff, status::kAcknowledge);
     h.ecam_write<uint32_t>(dev, cap + 8, 0x2000);  // device config, a dword
     h.ecam_write<uint32_t>(dev, cap + 12, 4);
@@ -354,8 +283,8 @@ TEST_F(VirtioPciTest, IoeventfdsFollowTheBar) {
         return at;
     };
     EXPECT_EQ(registered(), (std::vector<uint64_t>{kBar + 0x3000, kBar + 0x3004}));
-    negotiate(kFeatureVersion1);
-    set_status(kDriverOkStatus);
+    driver.negotiate(kFeatureVersion1);
+    driver.set_status(kDriverOkStatus);
     ASSERT_TRUE(log.activated);
     EXPECT_EQ(h.platform.ioeventfds[1].fd, log.activated->kicks[1]->get());  // the same kick
     h.ecam_write<uint32_t>(dev, reg::kBar0, static_cast<uint32_t>(kBar + 0x10'0000));

@@ -1,0 +1,167 @@
+// virtio-blk over virtio-pci behind PCIe root ports, without a vCPU: the test enumerates the
+// bus like Linux, initializes each disk like virtio_pci_modern, writes through the rings and
+// kicks through the notify area; the disks run on an io_context as on vmm's I/O threads.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "devices/pci/test_harness.h"
+#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/test_image.h"
+#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/test_driver.h"
+
+namespace mvmm::devices::virtio::pci {
+namespace {
+
+using namespace std::chrono_literals;
+using devices::testing::PciAddr;
+namespace reg = devices::pci::reg;
+namespace command = devices::pci::command;
+
+constexpr int kDisks = 64;
+constexpr uint64_t kWindow = 0xc000'0000;  // each port gets 1 MiB of it
+constexpr uint32_t kBlkOut = 1;
+
+struct Disk {
+    std::unique_ptr<blk::testing::TempImage> image;
+    std::unique_ptr<virtio::testing::TestDriver> ring;
+    std::unique_ptr<testing::PciDriver> driver;
+    GuestAddr status;
+};
+
+class BlkOverPciTest : public ::testing::Test {
+  protected:
+    // What Linux does with a root port and the device behind it when no firmware ran.
+    void enumerate() {
+        uint8_t bus = 1;
+        for (uint8_t d = 1; d < 32; ++d) {
+            for (uint8_t f = 0; f < 8; ++f) {
+                const PciAddr port{0, d, f};
+                if (h.ecam_read<uint16_t>(port, reg::kVendorId) == 0xffff) continue;
+                const uint32_t window = static_cast<uint32_t>((kWindow >> 16) + (bus - 1) * 0x10);
+                h.ecam_write<uint32_t>(port, reg::kPrimaryBus, bus << 8 | bus << 16);
+                h.ecam_write<uint32_t>(port, reg::kMemoryBase, window | window << 16);
+                h.ecam_write<uint16_t>(port, reg::kCommand, command::kMemorySpace);
+                auto driver = std::make_unique<testing::PciDriver>(h, PciAddr{bus, 0, 0});
+                driver->assign_bar(uint64_t{window} << 16);
+                disks.at(bus - 1).driver = std::move(driver);
+                ++bus;
+            }
+        }
+    }
+
+    // virtio_pci_modern's probe, one queue with MSI-X vector 1.
+    void initialize(Disk& disk) {
+        disk.driver->enable_msix(2);
+        disk.driver->negotiate(kFeatureVersion1);
+        disk.driver->set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
+        disk.driver->setup_queue(0, disk.ring->config(), 1);
+        disk.driver->set_status(testing::PciDriver::kDriverOkStatus);
+    }
+
+    // A write of `data` to sector `sector`: header, data, status byte.
+    void submit_write(Disk& disk, uint64_t sector, std::span<const uint8_t> data) {
+        const GuestAddr header = guest.alloc(16);
+        const uint32_t type[2] = {kBlkOut, 0};
+        guest.write(header, std::span(reinterpret_cast<const uint8_t*>(type), 8));
+        guest.write(header + 8, std::span(reinterpret_cast<const uint8_t*>(&sector), 8));
+        const GuestAddr buffer = guest.alloc(data.size());
+        guest.write(buffer, data);
+        disk.status = guest.alloc(1);
+        guest.write(disk.status, std::vector<uint8_t>{0xff});
+        const virtio::testing::TestDriver::Buffer chain[] = {
+            {header, 16, false}, {buffer, uint32_t(data.size()), false}, {disk.status, 1, true}};
+        disk.ring->add_chain(chain);
+    }
+
+    template <class Done>
+    bool run_until(Done done) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!done()) {
+            if (std::chrono::steady_clock::now() > deadline) return false;
+            if (io.stopped()) io.restart();
+            io.run_one_for(10ms);
+        }
+        return true;
+    }
+
+    void add_disks(int count) {
+        for (int i = 0; i < count; ++i) {
+            Disk disk;
+            disk.image = std::make_unique<blk::testing::TempImage>(64 * 1024);
+            disk.ring = std::make_unique<virtio::testing::TestDriver>(guest, 16);
+            auto device = std::make_unique<blk::BlkDevice>(disk.image->config(), io);
+            h.bridge.attach(
+                std::make_shared<VirtioPciFunction>(std::move(device), h.platform, guest.memory()),
+                devices::pci::NewRootPort{});
+            disks.push_back(std::move(disk));
+        }
+        enumerate();
+    }
+
+    // Each function allocates its config vector, then one per queue.
+    const devices::testing::FakePlatform::Vector& queue_vector(int disk) {
+        return *h.platform.vectors.at(2 * disk + 1);
+    }
+    const devices::testing::FakePlatform::Vector& config_vector(int disk) {
+        return *h.platform.vectors.at(2 * disk);
+    }
+
+    boost::asio::io_context io;
+    devices::testing::PciHarness h;
+    virtio::testing::TestGuest guest{4 << 20};
+    std::vector<Disk> disks;
+};
+
+TEST_F(BlkOverPciTest, SixtyFourDisksBehindRootPortsTakeWrites) {
+    add_disks(kDisks);
+    for (int i = 0; i < kDisks; ++i) {
+        Disk& disk = disks[i];
+        ASSERT_TRUE(disk.driver) << "disk " << i << " was not found";
+        initialize(disk);
+        ASSERT_EQ(disk.driver->status(), testing::PciDriver::kDriverOkStatus) << "disk " << i;
+        submit_write(disk, 1, std::vector<uint8_t>(512, static_cast<uint8_t>(i)));
+        disk.driver->kick(0);
+    }
+    ASSERT_TRUE(run_until([&] {
+        for (auto& disk : disks)
+            if (disk.ring->used_idx() != 1) return false;
+        return true;
+    }));
+    for (int i = 0; i < kDisks; ++i) {
+        EXPECT_EQ(guest.read(disks[i].status, 1)[0], 0) << "disk " << i;
+        EXPECT_EQ(disks[i].image->read(512, 512),
+                  std::vector<uint8_t>(512, static_cast<uint8_t>(i)));
+        EXPECT_GE(queue_vector(i).triggers, 1u) << "disk " << i;
+        ASSERT_TRUE(queue_vector(i).message);
+        EXPECT_EQ(queue_vector(i).message->data, 0x41u);
+    }
+}
+
+TEST_F(BlkOverPciTest, CorruptRingShowsAsNeedsResetWithAConfigInterrupt) {
+    add_disks(1);
+    Disk& disk = disks[0];
+    initialize(disk);
+    disk.ring->set_descriptor(0, {.addr = 0x1000,
+                                  .len = 16,
+                                  .flags = virtio::testing::kDescNext,
+                                  .next = 99});  // past the table
+    disk.ring->publish(0);
+    disk.driver->kick(0);
+    ASSERT_TRUE(run_until([&] { return config_vector(0).triggers > 0; }));
+    EXPECT_EQ(disk.driver->status(), testing::PciDriver::kDriverOkStatus | status::kNeedsReset);
+    disk.driver->set_status(0);
+    EXPECT_EQ(disk.driver->status(), 0);
+    disk.ring = std::make_unique<virtio::testing::TestDriver>(guest, 16);
+    initialize(disk);  // the driver recovers the device with a reset and new rings
+    EXPECT_EQ(disk.driver->status(), testing::PciDriver::kDriverOkStatus);
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio::pci
