@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,18 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double cpu_seconds(const rusage& usage) {
+    const auto seconds = [](timeval t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// CPU time (user + system, all threads) of this process so far.
+double own_cpu_seconds() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return cpu_seconds(usage);
 }
 
 double median(std::vector<double> values) {
@@ -88,6 +101,7 @@ struct Variant {
     unsigned threads = 1;
     bool prealloc = true;
     std::vector<double> seconds{};
+    std::vector<double> cpu_seconds{};   // less disturbed by other load than wall time
     std::vector<double> free_seconds{};  // mvmm: unmapping what was preallocated
 };
 
@@ -107,8 +121,10 @@ void run_mvmm(Variant& variant, uint64_t size, const std::string& hugetlbfs) {
                            .prealloc_method = variant.method};
     const auto layout = layout_of(size);
     auto start = Clock::now();
+    const double cpu_start = own_cpu_seconds();
     auto memory = std::make_unique<GuestMemory>(allocate_guest_ram(config, layout, 1));
     variant.seconds.push_back(seconds_since(start));
+    variant.cpu_seconds.push_back(own_cpu_seconds() - cpu_start);
     start = Clock::now();
     memory.reset();
     variant.free_seconds.push_back(seconds_since(start));
@@ -154,8 +170,10 @@ bool run_qemu(Variant& variant, uint64_t size, const std::string& hugetlbfs) {
     [[maybe_unused]] auto written = ::write(write_end.get(), qmp.data(), qmp.size());
     write_end.reset();
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    rusage usage{};
+    ::wait4(pid, &status, 0, &usage);
     variant.seconds.push_back(seconds_since(start));
+    variant.cpu_seconds.push_back(cpu_seconds(usage));
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -176,17 +194,17 @@ Rates rates(uint64_t bytes, double seconds_min, double seconds_median) {
     return {gib / seconds_min, gib / seconds_median};
 }
 
-void report(const std::string& label, double seconds_min, double seconds_median, uint64_t size,
-            Rates memset, const std::string& extra) {
+void report(const std::string& label, double seconds_min, double seconds_median, double cpu_median,
+            uint64_t size, Rates memset, const std::string& extra) {
     const Rates r = rates(size, seconds_min, seconds_median);
-    std::printf("  %-20s %7.3f %7.3f %7.2f %7.2f %6.2f %6.2f  %s\n", label.c_str(), seconds_min,
-                seconds_median, r.best, r.median, r.best / memset.best, r.median / memset.median,
-                extra.c_str());
+    std::printf("  %-20s %7.3f %7.3f %7.2f %7.2f %6.2f %6.2f %7.3f  %s\n", label.c_str(),
+                seconds_min, seconds_median, r.best, r.median, r.best / memset.best,
+                r.median / memset.median, cpu_median, extra.c_str());
 }
 
 std::string label_of(const Variant& variant) {
     std::string what = variant.who == "qemu"                     ? "prealloc"
-                       : variant.who == "memset"                 ? "(faulted 1 GiB)"
+                       : variant.who == "memset"                 ? "faulted"
                        : variant.method == PreallocMethod::touch ? "touch"
                                                                  : "populate";
     return variant.who + " " + std::to_string(variant.threads) + "T " + what;
@@ -243,29 +261,31 @@ void bench_group(const Options& options, uint64_t size, const std::string& kind,
     std::printf("%s, %s pages, %u repetitions\n", format_size(size).c_str(),
                 kind == "2M" ? "2 MiB hugetlbfs" : "4 KiB anonymous (THP madvise)",
                 options.repetitions);
-    std::printf("  %-20s %15s %15s %13s\n", "", "seconds", "GiB/s", "x memset");
-    std::printf("  %-20s %7s %7s %7s %7s %6s %6s\n", "variant", "min", "median", "best", "median",
-                "best", "median");
+    std::printf("  %-20s %15s %15s %13s %7s\n", "", "seconds", "GiB/s", "x memset", "CPU s");
+    std::printf("  %-20s %7s %7s %7s %7s %6s %6s %7s\n", "variant", "min", "median", "best",
+                "median", "best", "median", "median");
     const Variant& memset = variants.front();
     const Rates memset_rates = rates(GiB, minimum(memset.seconds), median(memset.seconds));
     const Variant* qemu_off = with_qemu ? &variants.back() : nullptr;
     for (const Variant& variant : variants) {
         char extra[96] = "";
         if (variant.who == "memset") {
-            report(label_of(variant), minimum(variant.seconds), median(variant.seconds), GiB,
-                   memset_rates, extra);
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
+                   median(variant.seconds), GiB, memset_rates, extra);
         } else if (variant.who == "mvmm") {
             std::snprintf(extra, sizeof extra, "alloc+free med %.3f s",
                           median(variant.seconds) + median(variant.free_seconds));
-            report(label_of(variant), minimum(variant.seconds), median(variant.seconds), size,
-                   memset_rates, extra);
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
+                   median(variant.cpu_seconds), size, memset_rates, extra);
         } else if (variant.prealloc) {
             // QEMU's prealloc time: its run with prealloc minus its run without (start-up,
             // exit); this includes freeing the memory at exit.
             std::snprintf(extra, sizeof extra, "(run %.3f s - %.3f s without prealloc)",
                           median(variant.seconds), median(qemu_off->seconds));
             report(label_of(variant), minimum(variant.seconds) - minimum(qemu_off->seconds),
-                   median(variant.seconds) - median(qemu_off->seconds), size, memset_rates, extra);
+                   median(variant.seconds) - median(qemu_off->seconds),
+                   median(variant.cpu_seconds) - median(qemu_off->cpu_seconds), size, memset_rates,
+                   extra);
         }
     }
     std::printf("\n");
