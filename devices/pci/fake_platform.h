@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <vector>
 
 #include "devices/platform.h"
@@ -32,7 +33,11 @@ class FakePlatform : public Platform {
         return std::make_unique<FakeVector>(vectors.back());
     }
     void set_irq_line(uint32_t gsi, bool level) override { lines[gsi] = level; }
+    // Like KVM: one ioeventfd per address and length.
     void add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override {
+        if (std::ranges::any_of(ioeventfds,
+                                [&](auto& e) { return e.addr == addr && e.len == len; }))
+            throw std::system_error(EEXIST, std::generic_category(), "KVM_IOEVENTFD");
         ioeventfds.push_back({addr, len, fd.get()});
     }
     void remove_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override {

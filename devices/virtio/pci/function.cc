@@ -110,11 +110,7 @@ VirtioPciFunction::VirtioPciFunction(std::unique_ptr<Device> device, Platform& p
 }
 
 VirtioPciFunction::~VirtioPciFunction() {
-    try {
-        set_ioeventfds(false);
-    } catch (const std::exception& e) {
-        spdlog::debug("virtio-pci: removing ioeventfds: {}", e.what());
-    }
+    remove_ioeventfds();
 }
 
 uint16_t VirtioPciFunction::add_vendor_capability(uint8_t cfg_type, uint8_t length, uint64_t offset,
@@ -194,21 +190,41 @@ void VirtioPciFunction::bar_write(uint64_t offset, std::span<const uint8_t> data
 
 void VirtioPciFunction::bar_mapped(uint8_t index, std::optional<uint64_t> base) {
     if (index != kBarIndex) return;
-    set_ioeventfds(false);
+    remove_ioeventfds();
     bar_base_ = base;
-    set_ioeventfds(true);
+    if (base) add_ioeventfds();
 }
 
-void VirtioPciFunction::set_ioeventfds(bool registered) {
-    if (!bar_base_) return;
+GuestAddr VirtioPciFunction::notify_address(uint16_t queue) const {
+    return GuestAddr(*bar_base_ + kNotifyOffset + uint64_t{queue} * kNotifyMultiplier);
+}
+
+void VirtioPciFunction::add_ioeventfds() {
+    ioeventfds_.assign(transport_.num_queues(), false);
     for (uint16_t q = 0; q < transport_.num_queues(); ++q) {
-        const GuestAddr at(*bar_base_ + kNotifyOffset + uint64_t{q} * kNotifyMultiplier);
-        // Linux writes the queue index as 16 bits.
-        if (registered)
-            platform_.add_ioeventfd(at, 2, transport_.kick_fd(q));
-        else
-            platform_.remove_ioeventfd(at, 2, transport_.kick_fd(q));
+        // Linux writes the queue index as 16 bits.  Registration fails where the guest put
+        // another device's notify address (overlapping BARs); the notify write then exits to
+        // bar_write(), which signals the same EventFd, so the guest cannot make this fatal.
+        try {
+            platform_.add_ioeventfd(notify_address(q), 2, transport_.kick_fd(q));
+            ioeventfds_[q] = true;
+        } catch (const std::exception& e) {
+            spdlog::debug("virtio-pci: no ioeventfd at {:#x}: {}", notify_address(q).value(),
+                          e.what());
+        }
     }
+}
+
+void VirtioPciFunction::remove_ioeventfds() {
+    for (uint16_t q = 0; q < ioeventfds_.size(); ++q) {
+        if (!ioeventfds_[q]) continue;
+        try {
+            platform_.remove_ioeventfd(notify_address(q), 2, transport_.kick_fd(q));
+        } catch (const std::exception& e) {
+            spdlog::debug("virtio-pci: removing the ioeventfd of queue {}: {}", q, e.what());
+        }
+    }
+    ioeventfds_.clear();
 }
 
 }  // namespace mvmm::devices::virtio::pci

@@ -60,7 +60,9 @@ class VirtioPciFunction final : public devices::pci::PciFunction {
                                    uint64_t size);
     // Runs the BAR access the PCI config access capability describes, if it is a valid one.
     bool config_window(uint64_t& offset, uint32_t& length) const;
-    void set_ioeventfds(bool registered);
+    void add_ioeventfds();
+    void remove_ioeventfds();
+    GuestAddr notify_address(uint16_t queue) const;
 
     Platform& platform_;
     std::unique_ptr<Device> device_;
@@ -70,7 +72,8 @@ class VirtioPciFunction final : public devices::pci::PciFunction {
     devices::pci::Bar bar_;
     uint64_t pba_offset_;
     uint16_t config_access_cap_ = 0;
-    std::optional<uint64_t> bar_base_;  // where the BAR is mapped, i.e. ioeventfds live
+    std::optional<uint64_t> bar_base_;  // where the BAR is mapped
+    std::vector<bool> ioeventfds_;      // per queue: registered at its notify address
 };
 
 }  // namespace mvmm::devices::virtio::pci

@@ -293,5 +293,23 @@ TEST_F(VirtioPciTest, IoeventfdsFollowTheBar) {
     EXPECT_TRUE(registered().empty());
 }
 
+TEST_F(VirtioPciTest, OverlappingBarsCostTheIoeventfdsNotTheVmm) {
+    DeviceLog other_log;
+    auto other = std::make_shared<VirtioPciFunction>(std::make_unique<FakeDevice>(other_log),
+                                                     h.platform, guest.memory());
+    const PciAddr other_addr{0, h.bridge.attach(other, devices::pci::RootBusSlot{}).device, 0};
+    testing::PciDriver other_driver(h, other_addr);
+    other_driver.assign_bar(kBar);                // on top of the first function's BAR
+    EXPECT_EQ(h.platform.ioeventfds.size(), 2u);  // KVM refused the second set
+    other_driver.negotiate(kFeatureVersion1);
+    other_driver.set_status(kDriverOkStatus);
+    ASSERT_TRUE(other_log.activated);
+    other_driver.kick(0);  // exits to the handler on top, which kicks the same EventFd
+    EXPECT_EQ(other_log.activated->kicks[0]->consume(), 1u);
+
+    other_driver.assign_bar(kBar + 0x10'0000);  // moved apart: both get ioeventfds
+    EXPECT_EQ(h.platform.ioeventfds.size(), 4u);
+}
+
 }  // namespace
 }  // namespace mvmm::devices::virtio::pci

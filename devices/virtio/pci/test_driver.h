@@ -23,6 +23,7 @@ class PciDriver {
     // bus mastering.  Returns the BAR's size.
     uint64_t assign_bar(uint64_t base) {
         namespace reg = devices::pci::reg;
+        h_.ecam_write<uint16_t>(function_, reg::kCommand, 0);
         h_.ecam_write<uint32_t>(function_, reg::kBar0, 0xffff'ffff);
         h_.ecam_write<uint32_t>(function_, reg::kBar0 + 4, 0xffff'ffff);
         const uint64_t mask = uint64_t{h_.ecam_read<uint32_t>(function_, reg::kBar0 + 4)} << 32 |
