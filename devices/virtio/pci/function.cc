@@ -124,22 +124,24 @@ uint16_t VirtioPciFunction::add_vendor_capability(uint8_t cfg_type, uint8_t leng
     return at;
 }
 
-bool VirtioPciFunction::config_window(uint64_t& offset, uint32_t& length) const {
-    offset = config_.get<uint32_t>(config_access_cap_ + kCapOffset);
-    length = config_.get<uint32_t>(config_access_cap_ + kCapBarLength);
-    return config_.get<uint8_t>(config_access_cap_ + kCapBar) == kBarIndex &&
-           (length == 1 || length == 2 || length == 4) && offset % length == 0 &&
-           offset + length <= bar_.size;
+std::optional<VirtioPciFunction::BarWindow> VirtioPciFunction::config_access(uint16_t offset,
+                                                                             size_t size) const {
+    const uint16_t data_at = config_access_cap_ + kCapExtra;
+    if (offset >= data_at + 4 || data_at >= offset + size) return std::nullopt;
+    const BarWindow window{config_.get<uint32_t>(config_access_cap_ + kCapOffset),
+                           config_.get<uint32_t>(config_access_cap_ + kCapBarLength)};
+    const bool valid = config_.get<uint8_t>(config_access_cap_ + kCapBar) == kBarIndex &&
+                       (window.length == 1 || window.length == 2 || window.length == 4) &&
+                       window.offset % window.length == 0 &&
+                       window.offset + window.length <= bar_.size;
+    return valid ? std::optional(window) : std::nullopt;
 }
 
 void VirtioPciFunction::config_read(uint16_t offset, std::span<uint8_t> data) {
-    const uint16_t window = config_access_cap_ + kCapExtra;
-    uint64_t bar_offset;
-    uint32_t length;
-    if (offset < window + 4 && window < offset + data.size() && config_window(bar_offset, length)) {
+    if (const auto window = config_access(offset, data.size())) {
         std::array<uint8_t, 4> bytes{};
-        bar_read(bar_offset, std::span(bytes).first(length));
-        config_.set(window, bytes);
+        bar_read(window->offset, std::span(bytes).first(window->length));
+        config_.set(config_access_cap_ + kCapExtra, bytes);
     }
     config_.read(offset, data);
 }
@@ -147,12 +149,9 @@ void VirtioPciFunction::config_read(uint16_t offset, std::span<uint8_t> data) {
 void VirtioPciFunction::config_write(uint16_t offset, std::span<const uint8_t> data) {
     config_.write(offset, data);
     msix_.config_written(config_);
-    const uint16_t window = config_access_cap_ + kCapExtra;
-    uint64_t bar_offset;
-    uint32_t length;
-    if (offset < window + 4 && window < offset + data.size() && config_window(bar_offset, length)) {
-        const auto bytes = config_.get<std::array<uint8_t, 4>>(window);
-        bar_write(bar_offset, std::span(bytes).first(length));
+    if (const auto window = config_access(offset, data.size())) {
+        const auto bytes = config_.get<std::array<uint8_t, 4>>(config_access_cap_ + kCapExtra);
+        bar_write(window->offset, std::span(bytes).first(window->length));
     }
 }
 

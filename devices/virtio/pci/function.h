@@ -58,8 +58,14 @@ class VirtioPciFunction final : public devices::pci::PciFunction {
   private:
     uint16_t add_vendor_capability(uint8_t cfg_type, uint8_t length, uint64_t offset,
                                    uint64_t size);
-    // Runs the BAR access the PCI config access capability describes, if it is a valid one.
-    bool config_window(uint64_t& offset, uint32_t& length) const;
+    struct BarWindow {
+        uint64_t offset;
+        uint32_t length;
+    };
+    // The BAR access a config access of `size` bytes at `offset` makes through the PCI
+    // config access capability's pci_cfg_data: none unless it touches that field and the
+    // capability describes 1, 2 or 4 aligned bytes inside BAR 0.
+    std::optional<BarWindow> config_access(uint16_t offset, size_t size) const;
     void add_ioeventfds();
     void remove_ioeventfds();
     GuestAddr notify_address(uint16_t queue) const;
