@@ -34,35 +34,6 @@ std::vector<uint8_t> read_file(const std::string& path, const char* what) {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-uint64_t parse_size(const std::string& text) {
-    size_t pos = 0;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
-    if (pos == 0 || pos + 1 < text.size())
-        throw UsageError("'" + text + "' is not a size (examples: 512M, 2G)");
-    uint64_t value = std::strtoull(text.substr(0, pos).c_str(), nullptr, 10);
-    unsigned shift = 0;
-    if (pos < text.size()) {
-        switch (std::toupper(static_cast<unsigned char>(text[pos]))) {
-            case 'K':
-                shift = 10;
-                break;
-            case 'M':
-                shift = 20;
-                break;
-            case 'G':
-                shift = 30;
-                break;
-            case 'T':
-                shift = 40;
-                break;
-            default:
-                throw UsageError("'" + text + "' has an unknown size suffix (use K, M, G or T)");
-        }
-    }
-    if (value > (UINT64_MAX >> shift)) throw UsageError("size '" + text + "' is too large");
-    return value << shift;
-}
-
 SerialConfig parse_serial(const std::string& text) {
     if (text == "stdio") return {};
     if (text.rfind("file:", 0) == 0 && text.size() > 5)
@@ -77,11 +48,23 @@ Config parse_command_line(int argc, char** argv) {
     app.add_option("--kernel", config.kernel, "Linux bzImage to boot")->required();
     app.add_option("--initrd", config.initrd, "initramfs to load next to the kernel");
     app.add_option("--cmdline", config.cmdline, "kernel command line")->capture_default_str();
-    app.add_option("--memory", config.memory, "guest RAM size, e.g. 512M or 2G")
+    std::string memory = "512M";
+    app.add_option("--memory", memory,
+                   "guest RAM: SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR]"
+                   "[,prealloc=on][,prealloc-threads=N][,prealloc-method=touch|populate]"
+                   "[,host-node=N]")
         ->capture_default_str();
     app.add_option("--cpus", config.cpus, "number of vCPUs")->capture_default_str();
     std::string serial = "stdio";
     app.add_option("--serial", serial, "where COM1 goes: stdio or file:PATH")
+        ->capture_default_str();
+    std::string trim_policy = "drain";
+    app.add_option("--trim-policy", trim_policy,
+                   "when the RCU call thread gives free heap back to the OS: off, batch (after "
+                   "every batch), drain (when the queue drains) or adaptive (rate-limited)")
+        ->capture_default_str();
+    app.add_option("--trim-factor", config.trim.factor,
+                   "adaptive policy: wait at least K times the last trim's duration")
         ->capture_default_str();
     app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error or off")
         ->capture_default_str()
@@ -96,6 +79,17 @@ Config parse_command_line(int argc, char** argv) {
         throw UsageError(e.what());
     }
     config.serial = parse_serial(serial);
+    try {
+        config.memory = parse_ram_config(memory);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(e.what());
+    }
+    try {
+        config.trim.policy = rcu::parse_trim_policy(trim_policy);
+        config.trim.validate();
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--trim-policy: ") + e.what());
+    }
     return config;
 }
 
@@ -109,14 +103,13 @@ void validate(const Config& config) {
     if (!config.initrd.empty()) check_readable_file("initrd", config.initrd);
     if (config.cpus == 0 || config.cpus > kMaxCpus)
         throw UsageError("--cpus must be between 1 and " + std::to_string(kMaxCpus));
-    uint64_t memory = parse_size(config.memory);
+    const uint64_t memory = config.memory.size;
     constexpr uint64_t kMinMemory = 64ull << 20;
     if (memory < kMinMemory) throw UsageError("--memory must be at least 64M");
-    if (memory % 4096) throw UsageError("--memory must be a multiple of 4 KiB");
     uint64_t host = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
     if (memory > host)
-        throw UsageError("--memory " + config.memory + " is more than this host has (" +
-                         std::to_string(host >> 20) + " MiB)");
+        throw UsageError("--memory " + format_size(memory) + " is more than this host has (" +
+                         format_size(host) + ")");
 }
 
 }  // namespace mvmm

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "mem/ram_config.h"
+#include "rcu/trim_policy.h"
+
 namespace mvmm {
 
 // Bad user input; main() prints the message and exits 2.
@@ -24,10 +27,11 @@ struct Config {
     std::string kernel;
     std::string initrd;
     std::string cmdline = "console=ttyS0";
-    std::string memory = "512M";
+    RamConfig memory = parse_ram_config("512M");
     unsigned cpus = 1;
     SerialConfig serial;
     std::string log_level = "info";
+    rcu::TrimConfig trim;
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.
@@ -41,8 +45,5 @@ void validate(const Config& config);
 
 // The whole file; throws UsageError naming `what` when it cannot be read.
 std::vector<uint8_t> read_file(const std::string& path, const char* what);
-
-// Parses sizes such as "512M", "2G", "4096" (bytes); throws UsageError.
-uint64_t parse_size(const std::string& text);
 
 }  // namespace mvmm

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mem/guest_addr.h"
+#include "mem/guest_ram.h"
 
 namespace mvmm::layout {
 
@@ -34,11 +35,6 @@ inline constexpr GuestAddr kIoapic{0xFEC0'0000};
 inline constexpr GuestAddr kLapic{0xFEE0'0000};
 inline constexpr GuestAddr k4GiB{0x1'0000'0000};
 inline constexpr uint64_t kPciMmio64Size = 64ull << 30;
-
-struct RamRange {
-    GuestAddr base;
-    uint64_t size;
-};
 
 // Guest RAM of `size` bytes split around the 32-bit PCI hole.
 std::vector<RamRange> ram_ranges(uint64_t size);

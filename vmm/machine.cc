@@ -11,6 +11,8 @@
 
 #include "devices/power/acpi_pm.h"
 #include "devices/serial/uart16550.h"
+#include "mem/guest_ram.h"
+#include "rcu/trim.h"
 #include "vmm/acpi/tables.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/boot/long_mode.h"
@@ -27,11 +29,10 @@ constexpr int kKickSignal = SIGUSR1;
 constexpr uint32_t kMsrMiscEnable = 0x1a0;
 constexpr uint64_t kMiscEnableFastStrings = 1;
 
-GuestMemory allocate_memory(uint64_t size) {
-    std::vector<RamRegion> regions;
-    for (const auto& range : layout::ram_ranges(size))
-        regions.push_back({range.base, Mapping::anonymous(range.size, MAP_NORESERVE)});
-    return GuestMemory(std::move(regions));
+GuestMemory allocate_memory(const Config& config) {
+    TerminalProgress progress;
+    return allocate_guest_ram(config.memory, layout::ram_ranges(config.memory.size), config.cpus,
+                              &progress);
 }
 
 acpi::PciHostInfo pci_host_info(uint64_t ram_size) {
@@ -62,10 +63,11 @@ void dispatch(const Space& space, Addr addr, uint8_t* data, uint32_t len, bool i
 Machine::Machine(const Config& config)
     : config_(config),
       vm_(kvm_),
-      memory_(allocate_memory(parse_size(config.memory))),
+      memory_(allocate_memory(config)),
       platform_(vm_),
       console_(config.serial) {
     memory_.register_with_kvm(vm_.fd());
+    rcu::set_trim_policy(config.trim);
     setup_devices();
     for (unsigned i = 0; i < config.cpus; ++i) vcpus_.push_back(std::make_unique<Vcpu>(vm_, i));
     load_guest();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "mem/guest_ram.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/config.h"
 #include "vmm/exit_code.h"
@@ -27,6 +28,9 @@ int main(int argc, char** argv) {
         Machine machine(config);
         return machine.run();
     } catch (const UsageError& e) {
+        spdlog::error("{}", e.what());
+        return kExitUsage;
+    } catch (const RamError& e) {
         spdlog::error("{}", e.what());
         return kExitUsage;
     } catch (const boot::BootError& e) {

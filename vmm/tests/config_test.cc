@@ -22,7 +22,7 @@ TEST(Config, ParsesOptions) {
     auto c = parse({"--kernel", "k", "--cpus", "2", "--memory", "1G", "--serial", "file:/tmp/x"});
     EXPECT_EQ(c.kernel, "k");
     EXPECT_EQ(c.cpus, 2u);
-    EXPECT_EQ(parse_size(c.memory), 1ull << 30);
+    EXPECT_EQ(c.memory.size, 1ull << 30);
     EXPECT_EQ(c.serial.kind, SerialConfig::Kind::File);
     EXPECT_EQ(c.serial.path, "/tmp/x");
 }
@@ -33,17 +33,18 @@ TEST(Config, RejectsBadOptions) {
     EXPECT_THROW(parse({"--kernel", "k", "--cpus", "two"}), UsageError);
     EXPECT_THROW(parse({"--kernel", "k", "--serial", "tcp:1"}), UsageError);
     EXPECT_THROW(parse({"--kernel", "k", "--log-level", "loud"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--memory", "size=1G,hugepages=3M"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--trim-policy", "sometimes"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--trim-factor", "-1"}), UsageError);
 }
 
-TEST(Config, ParsesSizes) {
-    EXPECT_EQ(parse_size("4096"), 4096u);
-    EXPECT_EQ(parse_size("512M"), 512ull << 20);
-    EXPECT_EQ(parse_size("2g"), 2ull << 30);
-    EXPECT_THROW(parse_size(""), UsageError);
-    EXPECT_THROW(parse_size("M"), UsageError);
-    EXPECT_THROW(parse_size("12X"), UsageError);
-    EXPECT_THROW(parse_size("1GB"), UsageError);
-    EXPECT_THROW(parse_size("99999999999T"), UsageError);
+TEST(Config, ParsesMemoryAndTrimOptions) {
+    auto c = parse({"--kernel", "k", "--memory", "size=2G,prealloc=on", "--trim-policy", "adaptive",
+                    "--trim-factor", "50"});
+    EXPECT_EQ(c.memory.size, 2ull << 30);
+    EXPECT_TRUE(c.memory.prealloc);
+    EXPECT_EQ(c.trim.policy, rcu::TrimPolicyKind::adaptive);
+    EXPECT_EQ(c.trim.factor, 50);
 }
 
 TEST(Config, ValidateChecksFilesAndRanges) {
@@ -58,11 +59,11 @@ TEST(Config, ValidateChecksFilesAndRanges) {
     c.cpus = 0;
     EXPECT_THROW(validate(c), UsageError);
     c.cpus = 1;
-    c.memory = "1M";
+    c.memory.size = 1 << 20;
     EXPECT_THROW(validate(c), UsageError);
-    c.memory = "100000G";
+    c.memory.size = 100000ull << 30;
     EXPECT_THROW(validate(c), UsageError);
-    c.memory = "512M";
+    c.memory.size = 512 << 20;
     c.kernel = (dir / "does-not-exist").string();
     EXPECT_THROW(validate(c), UsageError);
     c.kernel = dir.string();  // a directory
