@@ -58,6 +58,12 @@ Config parse_command_line(int argc, char** argv) {
     std::string serial = "stdio";
     app.add_option("--serial", serial, "where COM1 goes: stdio or file:PATH")
         ->capture_default_str();
+    std::vector<std::string> disks;
+    app.add_option("--disk", disks,
+                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
+                   "[,bus=rootport|root]; repeat for more disks");
+    app.add_option("--io-threads", config.io_threads,
+                   "threads that run disk I/O (default: one per host CPU, at most 4)");
     std::string trim_policy = "drain";
     app.add_option("--trim-policy", trim_policy,
                    "when the RCU call thread gives free heap back to the OS: off, batch (after "
@@ -83,6 +89,13 @@ Config parse_command_line(int argc, char** argv) {
         config.memory = parse_ram_config(memory);
     } catch (const std::invalid_argument& e) {
         throw UsageError(e.what());
+    }
+    for (const auto& disk : disks) {
+        try {
+            config.disks.push_back(devices::virtio::blk::parse_disk_option(disk));
+        } catch (const std::invalid_argument& e) {
+            throw UsageError("--disk '" + disk + "': " + e.what());
+        }
     }
     try {
         config.trim.policy = rcu::parse_trim_policy(trim_policy);

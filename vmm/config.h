@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/virtio/blk/config.h"
 #include "mem/ram_config.h"
 #include "rcu/trim_policy.h"
 
@@ -32,6 +33,8 @@ struct Config {
     SerialConfig serial;
     std::string log_level = "info";
     rcu::TrimConfig trim;
+    std::vector<devices::virtio::blk::DiskConfig> disks;
+    unsigned io_threads = 0;  // 0: IoThreads::default_count()
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

@@ -35,6 +35,8 @@ inline constexpr GuestAddr kIoapic{0xFEC0'0000};
 inline constexpr GuestAddr kLapic{0xFEE0'0000};
 inline constexpr GuestAddr k4GiB{0x1'0000'0000};
 inline constexpr uint64_t kPciMmio64Size = 64ull << 30;
+inline constexpr uint64_t kPciIoStart = 0x1000;  // ports below are legacy devices
+inline constexpr uint64_t kPciIoSize = 0xf000;
 
 // Guest RAM of `size` bytes split around the 32-bit PCI hole.
 std::vector<RamRange> ram_ranges(uint64_t size);

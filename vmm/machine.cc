@@ -11,6 +11,7 @@
 
 #include "devices/power/acpi_pm.h"
 #include "devices/serial/uart16550.h"
+#include "devices/virtio/pci/function.h"
 #include "mem/guest_ram.h"
 #include "rcu/trim.h"
 #include "vmm/acpi/tables.h"
@@ -35,16 +36,26 @@ GuestMemory allocate_memory(const Config& config) {
                               &progress);
 }
 
-acpi::PciHostInfo pci_host_info(uint64_t ram_size) {
-    GuestAddr mmio64 = layout::pci_mmio64_start(ram_size);
-    return {layout::kEcamStart,
-            static_cast<uint8_t>((layout::kEcamSize >> 20) - 1),
-            0x1000,
-            0xffff,
-            layout::kPciMmio32Start,
-            layout::kPciMmio32Start + (layout::kPciMmio32Size - 1),
-            mmio64,
-            mmio64 + (layout::kPciMmio64Size - 1)};
+devices::pci::PciLayout pci_layout(uint64_t ram_size) {
+    devices::pci::PciLayout pci;
+    pci.ecam_base = layout::kEcamStart;
+    pci.ecam_buses = static_cast<uint16_t>(layout::kEcamSize >> 20);
+    pci.mmio32 = {layout::kPciMmio32Start.value(), layout::kPciMmio32Size};
+    pci.mmio64 = {layout::pci_mmio64_start(ram_size).value(), layout::kPciMmio64Size};
+    pci.io = {layout::kPciIoStart, layout::kPciIoSize};
+    return pci;
+}
+
+// The ACPI description of the same host bridge.
+acpi::PciHostInfo pci_host_info(const devices::pci::PciLayout& pci) {
+    return {pci.ecam_base,
+            static_cast<uint8_t>(pci.ecam_buses - 1),
+            static_cast<uint16_t>(pci.io.base),
+            static_cast<uint16_t>(pci.io.last()),
+            GuestAddr(pci.mmio32.base),
+            GuestAddr(pci.mmio32.last()),
+            GuestAddr(pci.mmio64.base),
+            GuestAddr(pci.mmio64.last())};
 }
 
 // Accesses nothing claims: reads float high, writes vanish, as on a real bus.
@@ -60,7 +71,7 @@ void dispatch(const Space& space, Addr addr, uint8_t* data, uint32_t len, bool i
 
 }  // namespace
 
-Machine::Machine(const Config& config)
+Machine::Machine(const Config& config, std::vector<Disk> disks)
     : config_(config),
       vm_(kvm_),
       memory_(allocate_memory(config)),
@@ -69,6 +80,7 @@ Machine::Machine(const Config& config)
     memory_.register_with_kvm(vm_.fd());
     rcu::set_trim_policy(config.trim);
     setup_devices();
+    attach_disks(std::move(disks));
     for (unsigned i = 0; i < config.cpus; ++i) vcpus_.push_back(std::make_unique<Vcpu>(vm_, i));
     load_guest();
 }
@@ -91,8 +103,22 @@ void Machine::setup_devices() {
     console_.start_input([uart](std::span<const uint8_t> bytes) { uart->receive(bytes); });
     pio_.add(PioPort(acpi::kPm1EventPort), 8,
              std::make_shared<devices::AcpiPm1>(acpi::kS5SleepType, on_power), "acpi-pm1");
-    pio_.add(PioPort(acpi::kResetPort), 1,
-             std::make_shared<devices::ResetPort>(acpi::kResetValue, on_power), "reset");
+    // 0xCF9 shares a dword with CONFIG_ADDRESS: the host bridge forwards it.
+    pci_ = std::make_unique<devices::pci::PciHostBridge>(
+        pci_layout(memory_.total_size()), mmio_, pio_,
+        std::make_shared<devices::ResetPort>(acpi::kResetValue, on_power));
+}
+
+void Machine::attach_disks(std::vector<Disk> disks) {
+    using devices::virtio::blk::DiskBus;
+    for (auto& disk : disks) {
+        auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
+            std::move(disk.device), platform_, memory_);
+        if (disk.bus == DiskBus::Root)
+            pci_->attach(function, devices::pci::RootBusSlot{});
+        else
+            pci_->attach(function, devices::pci::NewRootPort{});
+    }
 }
 
 void Machine::load_guest() {
@@ -102,7 +128,7 @@ void Machine::load_guest() {
     if (!config_.initrd.empty()) initrd = read_file(config_.initrd, "initrd");
 
     const acpi::MachineInfo info{config_.cpus, layout::kIoapic, layout::kLapic,
-                                 pci_host_info(memory_.total_size())};
+                                 pci_host_info(pci_->layout())};
     const auto tables = acpi::build_tables(info, layout::kAcpiStart);
     if (!memory_.write_bytes(tables.base, tables.bytes))
         throw boot::BootError("the ACPI tables do not fit below 1 MiB");

@@ -11,10 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "devices/pci/host_bridge.h"
 #include "mem/address_space.h"
 #include "mem/guest_memory.h"
 #include "vmm/config.h"
 #include "vmm/console.h"
+#include "vmm/disks.h"
 #include "vmm/exit_code.h"
 #include "vmm/kvm.h"
 #include "vmm/kvm_platform.h"
@@ -23,7 +25,8 @@ namespace mvmm {
 
 class Machine {
   public:
-    explicit Machine(const Config& config);
+    // `disks` are opened already; the machine puts them on PCI and owns them from now on.
+    Machine(const Config& config, std::vector<Disk> disks);
     ~Machine();
     Machine(const Machine&) = delete;
     Machine& operator=(const Machine&) = delete;
@@ -36,6 +39,7 @@ class Machine {
 
   private:
     void setup_devices();
+    void attach_disks(std::vector<Disk> disks);
     void load_guest();
     void setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, GuestAddr zero_page);
     void vcpu_loop(const Vcpu& vcpu);
@@ -49,6 +53,7 @@ class Machine {
     MmioSpace mmio_;
     PioSpace pio_;
     Console console_;
+    std::unique_ptr<devices::pci::PciHostBridge> pci_;
     std::vector<std::unique_ptr<Vcpu>> vcpus_;
     std::vector<std::jthread> vcpu_threads_;
 

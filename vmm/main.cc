@@ -8,8 +8,10 @@
 #include "mem/guest_ram.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/config.h"
+#include "vmm/disks.h"
 #include "vmm/exit_code.h"
 #include "vmm/host_check.h"
+#include "vmm/io_threads.h"
 #include "vmm/machine.h"
 
 int main(int argc, char** argv) {
@@ -21,11 +23,13 @@ int main(int argc, char** argv) {
         Config config = parse_command_line(argc, argv);
         spdlog::set_level(spdlog::level::from_str(config.log_level));
         validate(config);
+        IoThreads io(config.io_threads ? config.io_threads : IoThreads::default_count());
+        auto disks = open_disks(config.disks, io.context());
         if (auto why = host_cannot_run_guests()) {
             spdlog::error("{}", *why);
             return kExitUsage;
         }
-        Machine machine(config);
+        Machine machine(config, std::move(disks));
         return machine.run();
     } catch (const UsageError& e) {
         spdlog::error("{}", e.what());

@@ -1,0 +1,65 @@
+#include "vmm/api/memory_commands.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "rcu/trim.h"
+#include "vmm/api/api_config.h"
+#include "vmm/api/process_memory.h"
+
+namespace mvmm::api {
+
+namespace {
+
+nlohmann::json to_json(const rcu::TrimCounters& counters) {
+    return {{"trims", counters.trims},
+            {"time_ns", counters.time.count()},
+            {"heap_bytes_released", counters.heap_bytes_released},
+            {"rss_bytes_released", counters.rss_bytes_released}};
+}
+
+nlohmann::json to_json(const std::optional<MallocTotals>& totals) {
+    if (!totals) return nullptr;
+    return {{"arena", totals->arena},
+            {"hblkhd", totals->hblkhd},
+            {"uordblks", totals->uordblks},
+            {"fordblks", totals->fordblks},
+            {"keepcost", totals->keepcost}};
+}
+
+}  // namespace
+
+nlohmann::json query_memory() {
+    const SmapsTotals smaps = read_smaps();
+    const StatusTotals status = read_status();
+    const rcu::TrimStats trim = rcu::trim_stats();
+    return {{"heap_rss_bytes", smaps.heap_rss_bytes},
+            {"heap_size_bytes", smaps.heap_size_bytes},
+            {"anon_rss_bytes", smaps.anon_rss_bytes},
+            {"vm_rss_bytes", status.vm_rss_bytes},
+            {"vm_hwm_bytes", status.vm_hwm_bytes},
+            {"malloc", to_json(read_malloc_totals())},
+            {"trim",
+             {{"policy", rcu::to_string(trim.config.policy)},
+              {"supported", trim.supported},
+              {"batches", trim.batches},
+              {"callbacks", trim.callbacks},
+              {"by_policy", to_json(trim.by_policy)},
+              {"on_demand", to_json(trim.on_demand)}}}};
+}
+
+nlohmann::json trim_memory() {
+    const uint64_t heap_rss_before = read_smaps().heap_rss_bytes;
+    const std::optional<rcu::TrimResult> result = rcu::trim_now();
+    if (!result) {
+        throw std::runtime_error(std::string("trimming is not supported by this build (allocator ") +
+                                 MVMM_ALLOCATOR + ", malloc_trim compiled out)");
+    }
+    return {{"heap_bytes_released", result->heap_bytes_released},
+            {"rss_bytes_released", result->rss_bytes_released},
+            {"duration_ns", result->duration.count()},
+            {"heap_rss_before", heap_rss_before},
+            {"heap_rss_after", read_smaps().heap_rss_bytes}};
+}
+
+}  // namespace mvmm::api

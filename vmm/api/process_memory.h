@@ -1,0 +1,43 @@
+// The VMM's own memory as the kernel and the allocator see it: /proc/self/smaps,
+// /proc/self/status and mallinfo2().  The parsers take a stream so tests feed canned text.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <optional>
+
+namespace mvmm::api {
+
+struct SmapsTotals {
+    uint64_t heap_rss_bytes = 0;   // Rss of the [heap] mapping (the sbrk heap)
+    uint64_t heap_size_bytes = 0;  // its Size
+    // Rss summed over the private mappings no file backs: the heap, malloc's mmap'ed arenas and
+    // large blocks, thread stacks, and guest RAM when its backend is anonymous memory.
+    uint64_t anon_rss_bytes = 0;
+};
+
+struct StatusTotals {
+    uint64_t vm_rss_bytes = 0;  // VmRSS
+    uint64_t vm_hwm_bytes = 0;  // VmHWM: the peak resident set
+};
+
+// glibc malloc's view of its heap (mallinfo2()), in bytes.
+struct MallocTotals {
+    uint64_t arena = 0;     // sbrk'ed and mmap'ed arena memory
+    uint64_t hblkhd = 0;    // blocks mmap'ed on their own
+    uint64_t uordblks = 0;  // in use
+    uint64_t fordblks = 0;  // free inside the arenas
+    uint64_t keepcost = 0;  // free at the top of the sbrk heap, what malloc_trim(0) could release
+};
+
+// Unknown lines are skipped: text that is not smaps or status just gives zeros.
+SmapsTotals parse_smaps(std::istream& smaps);
+StatusTotals parse_status(std::istream& status);
+
+// The same, for this process.
+SmapsTotals read_smaps();
+StatusTotals read_status();
+// nullopt when the linked allocator is not glibc's (mallinfo2() would describe an unused heap).
+std::optional<MallocTotals> read_malloc_totals();
+
+}  // namespace mvmm::api
