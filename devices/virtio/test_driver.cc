@@ -60,9 +60,16 @@ void TestDriver::publish(uint16_t head) {
     set_avail_idx(avail_idx_ + 1);
 }
 
+// Ring indices are published and read like a real driver does: release and acquire.
+std::atomic_ref<uint16_t> TestDriver::ring_index(GuestAddr addr) const {
+    auto bytes = guest_.memory().span(addr, sizeof(uint16_t));
+    if (!bytes) throw std::out_of_range("test ring index outside RAM");
+    return std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(bytes->data()));
+}
+
 void TestDriver::set_avail_idx(uint16_t idx) {
     avail_idx_ = idx;
-    put(avail_ + 2, idx);
+    ring_index(avail_ + 2).store(idx, std::memory_order_release);
 }
 
 void TestDriver::set_avail_flags(uint16_t flags) {
@@ -112,7 +119,7 @@ uint16_t TestDriver::add_indirect_chain(std::span<const Buffer> buffers) {
 }
 
 uint16_t TestDriver::used_idx() const {
-    return get<uint16_t>(used_ + 2);
+    return ring_index(used_ + 2).load(std::memory_order_acquire);
 }
 uint16_t TestDriver::used_flags() const {
     return get<uint16_t>(used_);
