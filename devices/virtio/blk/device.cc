@@ -181,13 +181,18 @@ void BlkDevice::QueueWorker::on_kick(const boost::system::error_code& error) {
 }
 
 void BlkDevice::QueueWorker::run_batch() {
-    auto drained = drain();
-    if (!drained) return fail(to_string(drained.error()));
-    if (queue_.should_notify()) interrupt_.notify_queue(index_);
-    if (*drained == Drained::More)
-        boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
-    else
-        wait_for_kick();
+    try {
+        auto drained = drain();
+        if (!drained) return fail(to_string(drained.error()));
+        if (queue_.should_notify()) interrupt_.notify_queue(index_);
+        if (*drained == Drained::More)
+            boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+        else
+            wait_for_kick();
+    } catch (const std::exception& e) {
+        // Out of memory or descriptors: a queue that silently stopped would hang the guest.
+        fail(std::string("stopped by a host error: ") + e.what());
+    }
 }
 
 // At most a queue's worth of chains per batch, so one busy queue cannot starve the others
