@@ -53,6 +53,7 @@ class Run:
     """One mvmm invocation: its arguments, and after running, its exit code and console output."""
     args: list
     disk_images: list = field(default_factory=list)  # files the test inspects afterwards
+    scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     code: int = None
     output: str = ""
 
@@ -78,6 +79,9 @@ def run_all(runs, timeout=600):
     mvmm = mvmm_binary()
     if mode == "direct":
         for r in runs:
+            for path, size in r.scratch_images.items():
+                with open(path, "wb") as f:
+                    f.truncate(size)
             p = subprocess.run([mvmm, *r.args], capture_output=True, text=True, errors="replace", timeout=timeout)
             r.code, r.output = p.returncode, p.stdout + p.stderr
         return
@@ -96,8 +100,12 @@ def _run_in_hostvm(mvmm, runs, timeout):
                 a = a.replace(img, dev)
             words.append(a)
             for piece in re.split(r"[=,:]", a):
-                if piece.startswith("/") and Path(piece).is_file() and piece not in device.values():
+                if (piece.startswith("/") and Path(piece).is_file() and piece not in device.values()
+                        and piece not in r.scratch_images):
                     files.add(piece)
+        for path, size in r.scratch_images.items():
+            lines.append(f"mkdir -p {shlex.quote(str(Path(path).parent))}")
+            lines.append(f"dd if=/dev/zero of={shlex.quote(path)} bs=512 count=0 seek={size // 512} 2>/dev/null")
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         lines.append(f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)} 2>&1')
         lines.append(f'echo "MVMM-RUN-END {i} $?"')
