@@ -54,6 +54,7 @@ class Run:
     args: list
     disk_images: list = field(default_factory=list)  # files the test inspects afterwards
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
+    hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
     code: int = None
     output: str = ""
 
@@ -82,7 +83,9 @@ def run_all(runs, timeout=600):
             for path, size in r.scratch_images.items():
                 with open(path, "wb") as f:
                     f.truncate(size)
-            p = subprocess.run([mvmm, *r.args], capture_output=True, text=True, errors="replace", timeout=timeout)
+            with reserved_hugepages(r.hugepages):
+                p = subprocess.run([mvmm, *r.args], capture_output=True, text=True, errors="replace",
+                                   timeout=timeout)
             r.code, r.output = p.returncode, p.stdout + p.stderr
         return
     _run_in_hostvm(mvmm, runs, timeout)
@@ -106,6 +109,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
         for path, size in r.scratch_images.items():
             lines.append(f"mkdir -p {shlex.quote(str(Path(path).parent))}")
             lines.append(f"dd if=/dev/zero of={shlex.quote(path)} bs=512 count=0 seek={size // 512} 2>/dev/null")
+        if r.hugepages is not None:
+            lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         lines.append(f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)} 2>&1')
         lines.append(f'echo "MVMM-RUN-END {i} $?"')
@@ -132,6 +137,31 @@ def _run_in_hostvm(mvmm, runs, timeout):
 
 class SkipTest(Exception):
     pass
+
+
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+
+
+class reserved_hugepages:
+    """Reserves `count` 2 MiB hugepages on this host for a with-block and gives them back after."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def __enter__(self):
+        if self.count is None:
+            return
+        if os.geteuid() != 0:
+            raise SkipTest("reserving hugepages needs root")
+        self.saved = Path(NR_HUGEPAGES).read_text().strip()
+        Path(NR_HUGEPAGES).write_text(str(self.count))
+        if int(Path(NR_HUGEPAGES).read_text()) < self.count:
+            self.__exit__()
+            raise SkipTest(f"the host could not reserve {self.count} hugepages")
+
+    def __exit__(self, *exc):
+        if self.count is not None:
+            Path(NR_HUGEPAGES).write_text(self.saved)
 
 
 def main(cases):
