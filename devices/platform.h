@@ -18,7 +18,7 @@ struct MsiMessage {
 
 // One MSI/MSI-X vector: a GSI routed to a message and raised through an irqfd.
 class MsiVector {
-public:
+  public:
     virtual ~MsiVector() = default;
     virtual void route(const MsiMessage& message) = 0;
     // Thread-safe; callable from any I/O thread.
@@ -26,7 +26,7 @@ public:
 };
 
 class Platform {
-public:
+  public:
     virtual ~Platform() = default;
     virtual std::unique_ptr<MsiVector> allocate_msi_vector() = 0;
     // Legacy interrupt line of the IOAPIC/PIC (ISA devices such as the UART).

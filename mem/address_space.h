@@ -20,7 +20,7 @@ namespace mvmm {
 // What a bus device implements.  `offset` is relative to the start of the device's range;
 // accesses are 1, 2, 4 or 8 bytes for vCPU exits.
 class IoHandler {
-public:
+  public:
     virtual ~IoHandler() = default;
     virtual void read(uint64_t offset, std::span<uint8_t> data) = 0;
     virtual void write(uint64_t offset, std::span<const uint8_t> data) = 0;
@@ -30,7 +30,7 @@ using RegionId = uint64_t;
 
 template <class Addr>
 class AddressSpace {
-public:
+  public:
     AddressSpace();
     ~AddressSpace();
     AddressSpace(const AddressSpace&) = delete;
@@ -73,7 +73,7 @@ public:
     // Renders regions (later ones on top) to sorted, non-overlapping ranges.
     static std::vector<FlatRange> render(const std::vector<Region>& regions);
 
-private:
+  private:
     void rebuild();  // requires writer_mutex_
     const FlatRange* lookup(const FlatView& view, uint64_t addr, uint64_t len) const;
     template <class Access>

@@ -13,7 +13,7 @@
 namespace mvmm {
 
 class Fd {
-public:
+  public:
     Fd() = default;
     explicit Fd(int fd) noexcept : fd_(fd) {}
     ~Fd() { reset(); }
@@ -35,7 +35,7 @@ public:
         fd_ = -1;
     }
 
-private:
+  private:
     int fd_ = -1;
 };
 
@@ -50,7 +50,7 @@ inline long check_syscall(long ret, const std::string& what) {
 }
 
 class EventFd {
-public:
+  public:
     explicit EventFd(int flags = EFD_CLOEXEC | EFD_NONBLOCK)
         : fd_(static_cast<int>(check_syscall(::eventfd(0, flags), "eventfd"))) {}
     int get() const noexcept { return fd_.get(); }
@@ -65,7 +65,7 @@ public:
         return v;
     }
 
-private:
+  private:
     Fd fd_;
 };
 

@@ -9,7 +9,7 @@ namespace mvmm {
 
 template <class Tag, class Rep>
 class Address {
-public:
+  public:
     constexpr Address() = default;
     constexpr explicit Address(Rep v) : v_(v) {}
     constexpr Rep value() const noexcept { return v_; }
@@ -24,7 +24,7 @@ public:
     constexpr Address operator+(uint64_t n) const noexcept { return Address(Rep(v_ + n)); }
     constexpr uint64_t operator-(Address other) const noexcept { return v_ - other.v_; }
 
-private:
+  private:
     Rep v_ = 0;
 };
 

@@ -12,15 +12,17 @@ namespace mvmm {
 
 std::string_view to_string(MemError e) {
     switch (e) {
-        case MemError::Overflow: return "address range wraps around";
-        case MemError::OutOfRange: return "address range is not guest RAM";
+        case MemError::Overflow:
+            return "address range wraps around";
+        case MemError::OutOfRange:
+            return "address range is not guest RAM";
     }
     return "unknown memory error";
 }
 
 Mapping Mapping::anonymous(size_t size, int extra_flags) {
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags,
-                     -1, 0);
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
     if (p == MAP_FAILED) throw_errno("mmap of " + std::to_string(size) + " bytes");
     return Mapping(p, size);
 }

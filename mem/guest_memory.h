@@ -30,7 +30,7 @@ struct RamRegion {
 };
 
 class GuestMemory {
-public:
+  public:
     // Regions must not overlap; they are kept sorted by base.
     explicit GuestMemory(std::vector<RamRegion> regions);
 
@@ -61,7 +61,7 @@ public:
     // Registers every region as a KVM memory slot of the VM `vm_fd`.
     void register_with_kvm(int vm_fd) const;
 
-private:
+  private:
     std::vector<RamRegion> regions_;
 };
 

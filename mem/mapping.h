@@ -11,7 +11,7 @@
 namespace mvmm {
 
 class Mapping {
-public:
+  public:
     Mapping() = default;
     // Takes ownership of [addr, addr + size) as returned by mmap().
     Mapping(void* addr, size_t size) noexcept : addr_(addr), size_(size) {}
@@ -41,7 +41,7 @@ public:
         size_ = 0;
     }
 
-private:
+  private:
     void* addr_ = nullptr;
     size_t size_ = 0;
 };

@@ -16,7 +16,7 @@ Unexpected(E) -> Unexpected<E>;
 
 template <class T, class E>
 class [[nodiscard]] Result {
-public:
+  public:
     Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}
     template <class G>
     Result(Unexpected<G> e) : v_(std::in_place_index<1>, E(std::move(e.error))) {}
@@ -32,7 +32,7 @@ public:
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
 
-private:
+  private:
     std::variant<T, E> v_;
 };
 
