@@ -52,8 +52,9 @@ nlohmann::json trim_memory() {
     const uint64_t heap_rss_before = read_smaps().heap_rss_bytes;
     const std::optional<rcu::TrimResult> result = rcu::trim_now();
     if (!result) {
-        throw std::runtime_error(std::string("trimming is not supported by this build (allocator ") +
-                                 MVMM_ALLOCATOR + ", malloc_trim compiled out)");
+        throw std::runtime_error(
+            std::string("trimming is not supported by this build (allocator ") + MVMM_ALLOCATOR +
+            ", malloc_trim compiled out)");
     }
     return {{"heap_bytes_released", result->heap_bytes_released},
             {"rss_bytes_released", result->rss_bytes_released},

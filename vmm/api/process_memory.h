@@ -14,11 +14,15 @@ struct SmapsTotals {
     // Rss summed over the private mappings no file backs: the heap, malloc's mmap'ed arenas and
     // large blocks, thread stacks, and guest RAM when its backend is anonymous memory.
     uint64_t anon_rss_bytes = 0;
+
+    bool operator==(const SmapsTotals&) const = default;
 };
 
 struct StatusTotals {
     uint64_t vm_rss_bytes = 0;  // VmRSS
     uint64_t vm_hwm_bytes = 0;  // VmHWM: the peak resident set
+
+    bool operator==(const StatusTotals&) const = default;
 };
 
 // glibc malloc's view of its heap (mallinfo2()), in bytes.

@@ -56,7 +56,7 @@ std::string_view to_string(ErrorClass error_class) {
 struct TooDeep {};
 
 bool refuse_deep_nesting(int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) throw TooDeep{};
+    if (depth >= kMaxJsonDepth) throw TooDeep{};
     return true;
 }
 
@@ -74,8 +74,8 @@ Response execute(const json& request, ApiHandler& handler) {
     const std::string& command_name = name->get_ref<const std::string&>();
     const Command* command = find_command(command_name);
     if (!command) {
-        return {error_reply(ErrorClass::CommandNotFound, "unknown command '" + command_name +
-                                                             "'; known: " + known_commands())};
+        return {error_reply(ErrorClass::CommandNotFound,
+                            "unknown command '" + command_name + "'; known: " + known_commands())};
     }
     if (arguments != request.end() && !arguments->empty()) {
         return {error_reply(ErrorClass::GenericError, "'" + command_name +
@@ -102,9 +102,9 @@ Response execute_line(std::string_view line, ApiHandler& handler) {
     } catch (const json::parse_error& e) {
         return {error_reply(ErrorClass::InvalidJson, std::string("not JSON: ") + e.what())};
     } catch (const TooDeep&) {
-        return {error_reply(ErrorClass::InvalidJson, "JSON nested deeper than " +
-                                                         std::to_string(kMaxJsonDepth) +
-                                                         " levels")};
+        return {
+            error_reply(ErrorClass::InvalidJson,
+                        "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels")};
     }
     if (!request.is_object()) {
         return {error_reply(ErrorClass::GenericError, "a request must be a JSON object")};

@@ -17,7 +17,8 @@ namespace mvmm::api {
 
 // A longer request line (newline included) gets an error reply, then the connection closes.
 inline constexpr std::size_t kMaxLineBytes = 64 * 1024;
-// Deeper JSON is refused before it is built: no request needs nesting.
+// Containers nested deeper than this (the request object is the first level) are refused
+// while parsing, before they are built: no request needs nesting.
 inline constexpr int kMaxJsonDepth = 32;
 
 enum class ErrorClass { GenericError, CommandNotFound, InvalidJson };

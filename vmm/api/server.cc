@@ -7,20 +7,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <optional>
 #include <chrono>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
-#include <spdlog/spdlog.h>
 
 #include "vmm/api/protocol.h"
 
@@ -125,9 +124,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void on_request(const error_code& error, std::size_t length) {
         if (closed_) return;
         if (error == boost::asio::error::not_found) {  // the buffer is full and has no newline
-            send(error_reply(ErrorClass::InvalidJson,
-                             "request line longer than " + std::to_string(kMaxLineBytes) +
-                                 " bytes; closing the connection"),
+            send(error_reply(ErrorClass::InvalidJson, "request line longer than " +
+                                                          std::to_string(kMaxLineBytes) +
+                                                          " bytes; closing the connection"),
                  After::close);
             return;
         }
@@ -136,24 +135,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
             return;
         }
         const std::string_view line(input_.data(), length - 1);
-        const bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
-        std::optional<Response> response;
-        if (!blank) response = execute_line(line, handler_);
-        input_.erase(0, length);
-        if (!response) {
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) {  // blank: no reply
+            input_.erase(0, length);
             read_request();
             return;
         }
-        send(response->reply, response->quit ? After::quit : After::read_next);
+        const Response response = execute_line(line, handler_);
+        input_.erase(0, length);
+        send(response.reply, response.quit ? After::quit : After::read_next);
     }
 
     void send(const nlohmann::json& reply, After after) {
         output_ = serialize(reply);
-        boost::asio::async_write(socket_, boost::asio::buffer(output_),
-                                 [self = shared_from_this(), after](const error_code& error,
-                                                                    std::size_t) {
-                                     self->on_sent(error, after);
-                                 });
+        boost::asio::async_write(
+            socket_, boost::asio::buffer(output_),
+            [self = shared_from_this(), after](const error_code& error, std::size_t) {
+                self->on_sent(error, after);
+            });
     }
 
     void on_sent(const error_code& error, After after) {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
-namespace mvmm::api::testing {
+namespace mvmm::api::test_support {
 
 nlohmann::json FakeHandler::query_status() {
     if (status_fails) throw std::runtime_error("the machine is on fire");
@@ -29,7 +29,15 @@ TempDir::~TempDir() {
 }
 
 RunningServer::RunningServer() {
-    server_.emplace(io_, (dir_.path() / "api.sock").string(), handler);
+    start((dir_.path() / "api.sock").string());
+}
+
+RunningServer::RunningServer(const std::string& socket_path) {
+    start(socket_path);
+}
+
+void RunningServer::start(const std::string& socket_path) {
+    server_.emplace(io_, socket_path, handler);
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { io_.run(); });
 }
 
@@ -96,4 +104,4 @@ nlohmann::json Client::request(const nlohmann::json& request) {
     return nlohmann::json::parse(*line);
 }
 
-}  // namespace mvmm::api::testing
+}  // namespace mvmm::api::test_support

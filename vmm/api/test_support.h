@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,7 +19,7 @@
 #include "vmm/api/handler.h"
 #include "vmm/api/server.h"
 
-namespace mvmm::api::testing {
+namespace mvmm::api::test_support {
 
 class FakeHandler : public ApiHandler {
   public:
@@ -43,10 +44,11 @@ class TempDir {
     std::filesystem::path path_;
 };
 
-// An ApiServer with a FakeHandler on a socket in a TempDir, its io_context run by two threads.
+// An ApiServer with a FakeHandler, its io_context run by two threads.
 class RunningServer {
   public:
-    RunningServer();
+    RunningServer();  // on a socket in a TempDir of its own
+    explicit RunningServer(const std::string& socket_path);
     ~RunningServer();  // joins the threads before destroying the server, as the server asks
 
     std::string socket_path() const { return server_->socket_path(); }
@@ -54,6 +56,8 @@ class RunningServer {
     FakeHandler handler;
 
   private:
+    void start(const std::string& socket_path);
+
     TempDir dir_;
     boost::asio::io_context io_;
     std::optional<ApiServer> server_;
@@ -84,4 +88,4 @@ class Client {
     std::string received_;  // read but not yet returned
 };
 
-}  // namespace mvmm::api::testing
+}  // namespace mvmm::api::test_support
