@@ -2,6 +2,7 @@
 
 #include <linux/kvm.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -68,6 +69,18 @@ uint64_t GuestMemory::total_size() const noexcept {
     uint64_t total = 0;
     for (const auto& r : regions_) total += r.size();
     return total;
+}
+
+uint64_t GuestMemory::resident_bytes() const {
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    uint64_t resident = 0;
+    std::vector<unsigned char> vec;
+    for (const auto& r : regions_) {
+        vec.resize((r.size() + page - 1) / page);
+        if (::mincore(r.mapping.bytes().data(), r.size(), vec.data()) != 0) continue;
+        for (unsigned char v : vec) resident += (v & 1) ? page : 0;
+    }
+    return resident;
 }
 
 void GuestMemory::register_with_kvm(int vm_fd) const {

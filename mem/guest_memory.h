@@ -57,6 +57,8 @@ class GuestMemory {
     bool contains(GuestAddr addr, uint64_t len) const { return span(addr, len).ok(); }
     const std::vector<RamRegion>& regions() const noexcept { return regions_; }
     uint64_t total_size() const noexcept;
+    // Bytes of guest RAM backed by host memory now (mincore), for memory reports.
+    uint64_t resident_bytes() const;
 
     // Registers every region as a KVM memory slot of the VM `vm_fd`.
     void register_with_kvm(int vm_fd) const;

@@ -25,6 +25,13 @@ def mvmm_binary():
     return path
 
 
+def mvmm_ctl_binary():
+    path = os.environ.get("MVMM_CTL")
+    if not path or not Path(path).exists():
+        sys.exit("MVMM_CTL must name the built mvmm-ctl binary (meson test sets it)")
+    return path
+
+
 def direct_kvm_usable():
     """True where /dev/kvm runs standard guests (hardware VMX/SVM, not PVM)."""
     if Path("/sys/module/kvm_pvm").exists() or not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -55,6 +62,10 @@ class Run:
     disk_images: list = field(default_factory=list)  # files the test inspects afterwards
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
+    # Shell commands run next to mvmm while it runs (busybox sh in the test host): $MVMM_CTL is
+    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to; their output is `companion_output`.
+    companion: str = None
+    companion_output: str = ""
     code: int = None
     output: str = ""
 
@@ -83,10 +94,14 @@ def run_all(runs, timeout=600):
             for path, size in r.scratch_images.items():
                 with open(path, "wb") as f:
                     f.truncate(size)
-            with reserved_hugepages(r.hugepages):
-                p = subprocess.run([mvmm, *r.args], capture_output=True, text=True, errors="replace",
-                                   timeout=timeout)
-            r.code, r.output = p.returncode, p.stdout + p.stderr
+            with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log:
+                p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=subprocess.STDOUT)
+                if r.companion:
+                    env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name)
+                    r.companion_output = subprocess.run(["sh", "-c", r.companion], env=env, capture_output=True,
+                                                        text=True, timeout=timeout).stdout
+                r.code = p.wait(timeout=timeout)
+                r.output = Path(log.name).read_text(errors="replace")
         return
     _run_in_hostvm(mvmm, runs, timeout)
 
@@ -111,9 +126,16 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"dd if=/dev/zero of={shlex.quote(path)} bs=512 count=0 seek={size // 512} 2>/dev/null")
         if r.hugepages is not None:
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
+        command = f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
-        lines.append(f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)} 2>&1')
-        lines.append(f'echo "MVMM-RUN-END {i} $?"')
+        if r.companion:
+            files.add(mvmm_ctl_binary())
+            lines += [f"MVMM_CTL={mvmm_ctl_binary()} MVMM_LOG=/tmp/mvmm-run-{i}.log",
+                      f'{command} >"$MVMM_LOG" 2>&1 & pid=$!',
+                      f'echo "MVMM-COMPANION-BEGIN {i}"', r.companion, f'echo "MVMM-COMPANION-END {i}"',
+                      'wait $pid; code=$?', 'cat "$MVMM_LOG"', f'echo "MVMM-RUN-END {i} $code"']
+        else:
+            lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
@@ -133,6 +155,9 @@ def _run_in_hostvm(mvmm, runs, timeout):
         if not m:
             raise AssertionError(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
+        c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
+        if c:
+            r.companion_output = c.group(1)
 
 
 class SkipTest(Exception):

@@ -64,6 +64,9 @@ Config parse_command_line(int argc, char** argv) {
                    "[,bus=rootport|root]; repeat for more disks");
     app.add_option("--io-threads", config.io_threads,
                    "threads that run disk I/O (default: one per host CPU, at most 4)");
+    app.add_option("--api-socket", config.api_socket,
+                   "UNIX socket for management commands (query-status, query-memory, "
+                   "trim-memory, quit; one JSON object per line)");
     std::string trim_policy = "drain";
     app.add_option("--trim-policy", trim_policy,
                    "when the RCU call thread gives free heap back to the OS: off, batch (after "

@@ -35,6 +35,7 @@ struct Config {
     rcu::TrimConfig trim;
     std::vector<devices::virtio::blk::DiskConfig> disks;
     unsigned io_threads = 0;  // 0: IoThreads::default_count()
+    std::string api_socket;   // empty: no management socket
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

@@ -25,6 +25,10 @@ IoThreads::IoThreads(unsigned count) : work_(boost::asio::make_work_guard(io_)) 
 }
 
 IoThreads::~IoThreads() {
+    stop();
+}
+
+void IoThreads::stop() {
     work_.reset();
     io_.stop();
     threads_.clear();  // joins

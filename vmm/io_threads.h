@@ -12,7 +12,10 @@ namespace mvmm {
 class IoThreads {
   public:
     explicit IoThreads(unsigned count);
-    ~IoThreads();  // stops the context and joins the threads
+    ~IoThreads();  // stop()
+
+    // Stops the context and joins the threads; idempotent.
+    void stop();
     IoThreads(const IoThreads&) = delete;
     IoThreads& operator=(const IoThreads&) = delete;
 

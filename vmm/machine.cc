@@ -13,8 +13,10 @@
 #include "devices/serial/uart16550.h"
 #include "devices/virtio/pci/function.h"
 #include "mem/guest_ram.h"
+#include "rcu/rcu.h"
 #include "rcu/trim.h"
 #include "vmm/acpi/tables.h"
+#include "vmm/api/process_memory.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpuid.h"
@@ -166,6 +168,39 @@ void Machine::setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, Gues
     vcpu.set_regs(boot::long_mode_entry_regs(entry, zero_page));
 }
 
+nlohmann::json Machine::query_status() {
+    std::lock_guard lock(exit_mutex_);
+    auto uptime = std::chrono::steady_clock::now() - started_;
+    return {{"status", exit_code_ ? "stopping" : "running"},
+            {"cpus", config_.cpus},
+            {"disks", config_.disks.size()},
+            {"memory_bytes", memory_.total_size()},
+            {"uptime_ms", std::chrono::duration_cast<std::chrono::milliseconds>(uptime).count()}};
+}
+
+void Machine::quit() {
+    request_exit(kExitPowerOff, "quit requested on the management socket");
+}
+
+std::string Machine::exit_stats() const {
+    const auto status = api::read_status();
+    const auto smaps = api::read_smaps();
+    const auto trim = rcu::trim_stats();
+    const uint64_t guest = memory_.resident_bytes();
+    auto kib = [](uint64_t bytes) { return bytes >> 10; };
+    // Guest RAM never shrinks here, so what it holds at exit is its peak: the rest of the peak
+    // RSS is the VMM's own.
+    return fmt::format(
+        "peak_rss_kib={} vmm_rss_kib={} vmm_peak_rss_kib={} guest_resident_kib={} "
+        "heap_rss_kib={} heap_size_kib={} trims={} trim_ns={} trim_policy={} rcu_batches={} "
+        "rcu_callbacks={}",
+        kib(status.vm_hwm_bytes), kib(status.vm_rss_bytes - std::min(status.vm_rss_bytes, guest)),
+        kib(status.vm_hwm_bytes - std::min(status.vm_hwm_bytes, guest)), kib(guest),
+        kib(smaps.heap_rss_bytes), kib(smaps.heap_size_bytes), trim.by_policy.trims,
+        trim.by_policy.time.count(), rcu::to_string(trim.config.policy), trim.batches,
+        trim.callbacks);
+}
+
 void Machine::request_exit(ExitCode code, const std::string& reason) {
     {
         std::lock_guard lock(exit_mutex_);
@@ -196,6 +231,8 @@ int Machine::run() {
     lock.unlock();
     for (auto& t : vcpu_threads_) t.join();
     vcpu_threads_.clear();
+    rcu::drain();  // the address-space updates of this boot, freed and trimmed per the policy
+    spdlog::info("exit stats: {}", exit_stats());
     return *exit_code_;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "devices/pci/host_bridge.h"
 #include "mem/address_space.h"
 #include "mem/guest_memory.h"
+#include "vmm/api/handler.h"
 #include "vmm/config.h"
 #include "vmm/console.h"
 #include "vmm/disks.h"
@@ -23,7 +25,7 @@
 
 namespace mvmm {
 
-class Machine {
+class Machine : public api::ApiHandler {
   public:
     // `disks` are opened already; the machine puts them on PCI and owns them from now on.
     Machine(const Config& config, std::vector<Disk> disks);
@@ -36,6 +38,13 @@ class Machine {
 
     // Ends the machine with `code`; the first request wins.  Callable from any thread.
     void request_exit(ExitCode code, const std::string& reason);
+
+    // The management socket's view.
+    nlohmann::json query_status() override;
+    void quit() override;
+
+    // One line for the log at exit: peak RSS, the VMM's own RSS, heap and trim counters.
+    std::string exit_stats() const;
 
   private:
     void setup_devices();
@@ -61,6 +70,7 @@ class Machine {
     std::condition_variable exit_cv_;
     std::optional<ExitCode> exit_code_;
     std::atomic<bool> stopping_{false};
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace mvmm

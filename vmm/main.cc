@@ -4,8 +4,10 @@
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "mem/guest_ram.h"
+#include "vmm/api/server.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/config.h"
 #include "vmm/disks.h"
@@ -30,8 +32,15 @@ int main(int argc, char** argv) {
             return kExitUsage;
         }
         Machine machine(config, std::move(disks));
-        return machine.run();
+        std::optional<api::ApiServer> api;
+        if (!config.api_socket.empty()) api.emplace(io.context(), config.api_socket, machine);
+        int code = machine.run();
+        io.stop();  // the socket server goes only once no I/O thread runs its handlers
+        return code;
     } catch (const UsageError& e) {
+        spdlog::error("{}", e.what());
+        return kExitUsage;
+    } catch (const api::ApiSocketError& e) {
         spdlog::error("{}", e.what());
         return kExitUsage;
     } catch (const RamError& e) {
