@@ -22,14 +22,14 @@ def mvmm_binary():
     path = os.environ.get("MVMM")
     if not path or not Path(path).exists():
         sys.exit("MVMM must name the built mvmm binary (meson test sets it)")
-    return path
+    return str(Path(path).resolve())
 
 
 def mvmm_ctl_binary():
     path = os.environ.get("MVMM_CTL")
     if not path or not Path(path).exists():
         sys.exit("MVMM_CTL must name the built mvmm-ctl binary (meson test sets it)")
-    return path
+    return str(Path(path).resolve())
 
 
 def direct_kvm_usable():
