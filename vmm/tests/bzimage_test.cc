@@ -39,21 +39,22 @@ TEST(BzImage, RejectsMalformedHeaders) {
         }
     };
     expect_error(std::vector<uint8_t>(100), "too small");
-    auto bad_magic = make_bzimage();
-    header_of(bad_magic).header = 0;
-    expect_error(bad_magic, "not a bzImage");
-    auto bad_flag = make_bzimage();
-    header_of(bad_flag).boot_flag = 0;
-    expect_error(bad_flag, "not a bzImage");
-    auto old = make_bzimage();
-    header_of(old).version = 0x0206;
-    expect_error(old, "2.12");
-    auto no64 = make_bzimage();
-    header_of(no64).xloadflags = 0;
-    expect_error(no64, "64-bit");
-    auto low = make_bzimage();
-    header_of(low).loadflags = 0;
-    expect_error(low, "high-loaded");
+    struct Corruption {
+        void (*corrupt)(setup_header&);
+        const char* fragment;
+    };
+    const Corruption corruptions[] = {
+        {[](setup_header& h) { h.header = 0; }, "not a bzImage"},
+        {[](setup_header& h) { h.boot_flag = 0; }, "not a bzImage"},
+        {[](setup_header& h) { h.version = 0x0206; }, "2.12"},
+        {[](setup_header& h) { h.xloadflags = 0; }, "64-bit"},
+        {[](setup_header& h) { h.loadflags = 0; }, "high-loaded"},
+    };
+    for (const auto& c : corruptions) {
+        auto file = make_bzimage();
+        c.corrupt(header_of(file));
+        expect_error(file, c.fragment);
+    }
 }
 
 TEST(BzImage, RejectsTruncatedImages) {
