@@ -1,0 +1,125 @@
+# shellcheck shell=sh
+# The test host side of tools/boot-bench: helpers that tools/boot-bench puts in front of the run list it writes
+# for `mvmm-hostvm --script`. Runs inside the test host (busybox sh, awk); every line it prints starts with
+# BOOTBENCH- and carries the test host's /proc/uptime (10 ms steps), so the times are measured inside the test
+# host, free of the console relay's delay.
+#
+#   BOOTBENCH-BEGIN TAG <uptime>                 just before the VMM is started (fork + exec)
+#   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
+#                                                exit stats), with the uptime at which awk read it
+#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N
+#                                                read when the guest printed its poweroff marker (the VMM is still
+#                                                running): VmHWM, and the Rss of the VMM's largest mapping (guest
+#                                                RAM) with that mapping's size
+#   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
+#   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
+#   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
+
+BB_DIR=/tmp/boot-bench
+mkdir -p "$BB_DIR" || echo "BOOTBENCH-ERROR cannot create $BB_DIR"
+
+# bb_disks N SIZE: N sparse raw images $BB_DIR/disk0.img ... (made once, shared by every run).
+bb_disks() {
+	_i=0
+	while [ "$_i" -lt "$1" ]; do
+		truncate -s "$2" "$BB_DIR/disk$_i.img" || {
+			echo "BOOTBENCH-ERROR cannot make $BB_DIR/disk$_i.img"
+			return 1
+		}
+		_i=$((_i + 1))
+	done
+}
+
+# bb_stamp TAG PIDFILE LOG: reads a VMM's output on stdin; keeps every line in LOG, prints the lines that matter
+# as BOOTBENCH-LINE and, at the poweroff marker, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
+# once the VMM started). One awk process: no fork per line.
+bb_stamp() {
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" '
+	function uptime(  line, f) {
+		getline line < "/proc/uptime"
+		close("/proc/uptime")
+		split(line, f, " ")
+		return f[1]
+	}
+	function mem(  pid, line, f, path, hwm, size, best, guest) {
+		getline pid < pidfile
+		close(pidfile)
+		hwm = "n/a"
+		path = "/proc/" pid "/status"
+		while ((getline line < path) > 0)
+			if (line ~ /^VmHWM:/) { split(line, f, " "); hwm = f[2] }
+		close(path)
+		best = -1
+		guest = "n/a"
+		path = "/proc/" pid "/smaps"
+		while ((getline line < path) > 0) {
+			split(line, f, " ")
+			if (f[1] == "Size:") size = f[2] + 0
+			else if (f[1] == "Rss:" && size > best) { best = size; guest = f[2] }
+		}
+		close(path)
+		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best
+		fflush()
+	}
+	{
+		t = uptime()
+		sub(/\r+$/, "")
+		print > out
+		if (/MVMM-MARK|first KVM_RUN|exit stats:/) {
+			print "BOOTBENCH-LINE " tag " " t " " $0
+			fflush()
+		}
+		if (/MVMM-MARK poweroff/) mem()
+	}'
+}
+
+# bb_guard PID LIMIT FLAG: after LIMIT s, creates FLAG and ends PID (TERM, then KILL 5 s later). Stops quietly on
+# SIGTERM (the run ended in time).
+bb_guard() {
+	trap 'kill "$_sleeper" 2>/dev/null; exit 0' TERM
+	sleep "$2" &
+	_sleeper=$!
+	wait "$_sleeper"
+	: >"$3"
+	kill -TERM "$1" 2>/dev/null
+	sleep 5 &
+	_sleeper=$!
+	wait "$_sleeper"
+	kill -KILL "$1" 2>/dev/null
+}
+
+# bb_run TAG LIMIT COMMAND...: runs the VMM COMMAND (stdin /dev/null, stdout and stderr to bb_stamp through a
+# FIFO), at most LIMIT s, and prints BEGIN/LINE/MEM/END (and TAIL when it failed or hung).
+bb_run() {
+	_tag=$1 _limit=$2
+	shift 2
+	_fifo=$BB_DIR/$_tag.fifo _log=$BB_DIR/$_tag.log _flag=$BB_DIR/$_tag.hung _pidfile=$BB_DIR/$_tag.pid
+	rm -f "$_fifo" "$_flag" "$_pidfile"
+	: >"$_log"
+	mkfifo "$_fifo" || {
+		echo "BOOTBENCH-ERROR cannot make $_fifo"
+		return 1
+	}
+	# The reader first: the VMM's open of the FIFO then does not wait for awk to start.
+	bb_stamp "$_tag" "$_pidfile" "$_log" <"$_fifo" &
+	_stamper=$!
+	read -r _t0 _ </proc/uptime
+	echo "BOOTBENCH-BEGIN $_tag $_t0"
+	"$@" </dev/null >"$_fifo" 2>&1 &
+	_pid=$!
+	echo "$_pid" >"$_pidfile"
+	bb_guard "$_pid" "$_limit" "$_flag" &
+	_guard=$!
+	wait "$_pid"
+	_code=$?
+	read -r _t1 _ </proc/uptime
+	kill -TERM "$_guard" 2>/dev/null
+	wait "$_stamper"
+	_hung=0
+	[ -e "$_flag" ] && _hung=1
+	echo "BOOTBENCH-END $_tag $_t1 $_code $_hung"
+	if [ "$_code" != 0 ] || [ "$_hung" = 1 ]; then
+		tail -n 40 "$_log" | while IFS= read -r _line; do echo "BOOTBENCH-TAIL $_tag $_line"; done
+	fi
+	rm -f "$_fifo" "$_log" "$_flag" "$_pidfile"
+}
