@@ -12,6 +12,10 @@
 #                                                running): VmHWM, and the Rss of the VMM's largest mapping (guest
 #                                                RAM) with that mapping's size
 #   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
+#   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
+#                                                per thread of a VMM that hangs, before it is killed: where each
+#                                                thread waits (kernel stack), e.g. a vCPU halted in the guest
+#                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
@@ -73,19 +77,31 @@ bb_stamp() {
 	}'
 }
 
-# bb_guard PID LIMIT FLAG: after LIMIT s, creates FLAG and ends PID (TERM, then KILL 5 s later). Stops quietly on
-# SIGTERM (the run ended in time).
+# bb_threads TAG PID: a BOOTBENCH-THREAD line per thread of PID.
+bb_threads() {
+	for _task in /proc/"$2"/task/*; do
+		read -r _name <"$_task/comm" || _name="?"
+		_state=$(awk '/^State:/ { print $2 }' "$_task/status" 2>/dev/null)
+		_wchan=$(cat "$_task/wchan" 2>/dev/null)
+		_stack=$(awk '{ printf "%s ", $2 } NR == 6 { exit }' "$_task/stack" 2>/dev/null)
+		echo "BOOTBENCH-THREAD $1 ${_task##*/} $_name ${_state:-?} wchan=${_wchan:-?} stack: ${_stack:-?}"
+	done
+}
+
+# bb_guard TAG PID LIMIT FLAG: after LIMIT s, shows PID's threads, creates FLAG and ends PID (TERM, then KILL 5 s
+# later). Stops quietly on SIGTERM (the run ended in time).
 bb_guard() {
 	trap 'kill "$_sleeper" 2>/dev/null; exit 0' TERM
-	sleep "$2" &
+	sleep "$3" &
 	_sleeper=$!
 	wait "$_sleeper"
-	: >"$3"
-	kill -TERM "$1" 2>/dev/null
+	: >"$4"
+	bb_threads "$1" "$2"
+	kill -TERM "$2" 2>/dev/null
 	sleep 5 &
 	_sleeper=$!
 	wait "$_sleeper"
-	kill -KILL "$1" 2>/dev/null
+	kill -KILL "$2" 2>/dev/null
 }
 
 # bb_run TAG LIMIT COMMAND...: runs the VMM COMMAND (stdin /dev/null, stdout and stderr to bb_stamp through a
@@ -108,7 +124,7 @@ bb_run() {
 	"$@" </dev/null >"$_fifo" 2>&1 &
 	_pid=$!
 	echo "$_pid" >"$_pidfile"
-	bb_guard "$_pid" "$_limit" "$_flag" &
+	bb_guard "$_tag" "$_pid" "$_limit" "$_flag" &
 	_guard=$!
 	wait "$_pid"
 	_code=$?
