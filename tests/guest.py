@@ -133,7 +133,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines += [f"MVMM_CTL={mvmm_ctl_binary()} MVMM_LOG=/tmp/mvmm-run-{i}.log",
                       f'{command} >"$MVMM_LOG" 2>&1 & pid=$!',
                       f'echo "MVMM-COMPANION-BEGIN {i}"', r.companion, f'echo "MVMM-COMPANION-END {i}"',
-                      'wait $pid; code=$?', 'cat "$MVMM_LOG"', f'echo "MVMM-RUN-END {i} $code"']
+                      'wait $pid; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
         else:
             lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
