@@ -51,7 +51,7 @@ def test_guest_sees_many_disks_and_data_reaches_the_images():
                                   extra=["--disk", f"path={readonly_image},readonly=on",
                                          "--disk", f"path={writable_image}"]),
                        disk_images=[readonly_image, writable_image])
-        guest.run_all([one, eight, many, ports32, on_root_bus, pattern, readonly], timeout=1500)
+        guest.run_all([one, eight, many, ports32, on_root_bus, pattern, readonly], timeout=900)
 
         check_disks(one, [8 * MiB])
         check_disks(eight, [(i + 1) * MiB for i in range(8)])

@@ -103,7 +103,22 @@ def run_all(runs, timeout=600):
                 r.code = p.wait(timeout=timeout)
                 r.output = Path(log.name).read_text(errors="replace")
         return
-    _run_in_hostvm(mvmm, runs, timeout)
+    # The nested test host (TCG emulating SVM) sometimes hangs or a guest in it stalls (PLATFORM.md
+    # saw ~1 in 15 test host runs hang; see the closing note for the guest stalls with many disks).
+    # One retry of the whole session, said loudly; a second hang fails the test.
+    try:
+        _run_in_hostvm(mvmm, runs, timeout)
+    except HostHang as hang:
+        print(f"warning: {hang}; retrying the test host session once", flush=True)
+        _run_in_hostvm(mvmm, runs, timeout)
+
+
+class HostHang(AssertionError):
+    """The test host VM, or a guest inside it, stopped making progress."""
+
+
+KILLED = 128 + 9  # exit code of a run that busybox timeout -s KILL ended
+RUN_TIMEOUT = 300  # seconds for one mvmm run inside the test host; a 64-disk boot takes under 90
 
 
 def _run_in_hostvm(mvmm, runs, timeout):
@@ -126,7 +141,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"dd if=/dev/zero of={shlex.quote(path)} bs=512 count=0 seek={size // 512} 2>/dev/null")
         if r.hugepages is not None:
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
-        command = f'hostvm_exec "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
+        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} "$MVMM" '
+                   f'{" ".join(shlex.quote(w) for w in words)}')
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
@@ -149,12 +165,14 @@ def _run_in_hostvm(mvmm, runs, timeout):
         os.unlink(script.name)
     out = p.stdout + p.stderr
     if p.returncode == 124:
-        raise AssertionError("the test host VM hung:\n" + out[-3000:])
+        raise HostHang("the test host VM hung:\n" + out[-3000:])
     for i, r in enumerate(runs):
         m = re.search(rf"MVMM-RUN-BEGIN {i}\r?\n(.*?)MVMM-RUN-END {i} (\d+)", out, re.S)
         if not m:
-            raise AssertionError(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
+            raise HostHang(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
+        if r.code == KILLED:
+            raise HostHang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)

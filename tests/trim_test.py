@@ -51,7 +51,7 @@ def reply(run, tag):
 def test_trim_policies_and_trim_memory_over_the_socket():
     runs = {p: many_disks("mvmm.script=markers", p) for p in ("off", "batch", "drain", "adaptive")}
     socket = many_disks("mvmm.script=idle mvmm.sleep=120", "off", companion=SOCKET_CLIENT)
-    guest.run_all([*runs.values(), socket], timeout=1500)
+    guest.run_all([*runs.values(), socket], timeout=900)
 
     stats = {}
     for policy, run in runs.items():
