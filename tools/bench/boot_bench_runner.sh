@@ -6,7 +6,8 @@
 #
 #   BOOTBENCH-BEGIN TAG <uptime>                 just before the VMM is started (fork + exec)
 #   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
-#                                                exit stats), with the uptime at which awk read it
+#                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
+#                                                the uptime at which awk read it
 #   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N
 #                                                read when the guest printed its poweroff marker (the VMM is still
 #                                                running): VmHWM, and the Rss of the VMM's largest mapping (guest
@@ -20,6 +21,10 @@
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
+# The lines bb_stamp passes on: markers and mvmm's figures, mvmm's errors and warnings, and what a guest kernel
+# prints when it crashes or stalls (with `quiet` the console shows errors and worse).
+BB_KEEP='MVMM-MARK|first KVM_RUN|exit stats:|[[](error|critical|warning)[]]|rcu: |[Ss]tall|blocked for more than|'\
+'soft lockup|LOCKUP|Kernel panic|BUG:|Oops|general protection|timer wakeup|Call Trace|RIP:|triple'
 mkdir -p "$BB_DIR" || echo "BOOTBENCH-ERROR cannot create $BB_DIR"
 
 # bb_disks N SIZE: N sparse raw images $BB_DIR/disk0.img ... (made once, shared by every run).
@@ -38,7 +43,7 @@ bb_disks() {
 # as BOOTBENCH-LINE and, at the poweroff marker, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
 # once the VMM started). One awk process: no fork per line.
 bb_stamp() {
-	awk -v tag="$1" -v pidfile="$2" -v out="$3" '
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" '
 	function uptime(  line, f) {
 		getline line < "/proc/uptime"
 		close("/proc/uptime")
@@ -69,7 +74,7 @@ bb_stamp() {
 		t = uptime()
 		sub(/\r+$/, "")
 		print > out
-		if (/MVMM-MARK|first KVM_RUN|exit stats:/) {
+		if ($0 ~ keep) {
 			print "BOOTBENCH-LINE " tag " " t " " $0
 			fflush()
 		}
