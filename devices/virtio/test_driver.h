@@ -29,6 +29,20 @@ struct UsedElement {
     uint32_t len = 0;
 };
 
+// Counts the interrupts a device sends; readable from the test thread while I/O threads send.
+class FakeInterrupt : public Interrupt {
+  public:
+    void notify_queue(uint16_t queue) override {
+        last_queue = queue;
+        ++queue_notifications;
+    }
+    void notify_config() override { ++config_notifications; }
+
+    std::atomic<int> queue_notifications{0};
+    std::atomic<int> config_notifications{0};
+    std::atomic<int> last_queue{-1};
+};
+
 // Guest RAM at guest-physical 0.
 class TestGuest {
   public:

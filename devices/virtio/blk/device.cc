@@ -1,17 +1,9 @@
 #include "devices/virtio/blk/device.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <cstddef>
-#include <mutex>
 #include <stdexcept>
 
 namespace mvmm::devices::virtio::blk {
@@ -100,153 +92,43 @@ std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues
 
 }  // namespace
 
-// One queue's life between activate() and reset(): wait for a kick on the io_context, drain
-// the ring in batches, complete each chain, notify.  Handlers hold a shared_ptr, so the
-// worker outlives a handler still queued after stop(); such a handler sees stopped_ and
-// touches nothing else.
-class BlkDevice::QueueWorker : public std::enable_shared_from_this<QueueWorker> {
-  public:
-    QueueWorker(BlkDevice& device, uint16_t index, SplitQueue queue, Interrupt& interrupt,
-                const EventFd& kick, bool write_through);
+BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
+    : image(DiskImage::open(config)),
+      serial(disk_serial(config)),
+      info{.capacity_sectors = image.size() / kSectorSize,
+           .read_only = config.read_only,
+           .max_discard_sectors = kMaxDiscardSectors,
+           .max_discard_segments = kMaxDiscardSegments,
+           .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
+           .max_write_zeroes_segments = kMaxWriteZeroesSegments},
+      counters_(counters) {}
 
-    void start();
-    // After it returns no handler touches the queue, the device or the interrupt.
-    void stop();
-
-  private:
-    enum class Drained { Idle, More };
-
-    void resume();
-    void on_kick(const boost::system::error_code& error);
-    void run_batch();  // requires mutex_, !stopped_
-    Result<Drained, RingError> drain();
-    void wait_for_kick();
-    void fail(std::string_view why);  // requires mutex_
-
-    BlkDevice& device_;
-    const uint16_t index_;
-    SplitQueue queue_;
-    Interrupt& interrupt_;
-    const bool write_through_;
-    boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-    boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
-    std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
-    bool stopped_ = false;
-};
-
-BlkDevice::QueueWorker::QueueWorker(BlkDevice& device, uint16_t index, SplitQueue queue,
-                                    Interrupt& interrupt, const EventFd& kick, bool write_through)
-    : device_(device),
-      index_(index),
-      queue_(std::move(queue)),
-      interrupt_(interrupt),
-      write_through_(write_through),
-      strand_(boost::asio::make_strand(device.io_)),
-      kick_(device.io_) {
-    const int fd = static_cast<int>(
-        check_syscall(::fcntl(kick.get(), F_DUPFD_CLOEXEC, 0), "dup of a queue kick eventfd"));
-    boost::system::error_code error;
-    kick_.assign(fd, error);
-    if (error) {
-        ::close(fd);  // assign() did not take it
-        throw boost::system::system_error(error, "watching a queue kick eventfd");
+uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
+    Status status = Status::Ok;
+    auto request = parse(chain, info);
+    if (!request) {
+        ++counters_.bad_requests;
+        spdlog::debug("virtio-blk {}: bad request: {}", image.path(), to_string(request.error()));
+        if (request.error() == BlkError::NoStatusByte) return 0;
+        status = status_for(request.error());
+    } else if (auto done = execute(*request, image, serial, write_through); !done) {
+        ++counters_.io_errors;
+        spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
+                    "virtio-blk {}: I/O error: {}", image.path(), done.error().message());
+        status = Status::IoError;
     }
-}
-
-void BlkDevice::QueueWorker::start() {
-    // Drain once first: a driver may have queued buffers before DRIVER_OK.
-    boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
-}
-
-void BlkDevice::QueueWorker::stop() {
-    std::lock_guard lock(mutex_);
-    stopped_ = true;
-    boost::system::error_code ignored;
-    kick_.close(ignored);  // the pending wait completes with operation_aborted
-}
-
-void BlkDevice::QueueWorker::resume() {
-    std::lock_guard lock(mutex_);
-    if (!stopped_) run_batch();
-}
-
-void BlkDevice::QueueWorker::on_kick(const boost::system::error_code& error) {
-    std::lock_guard lock(mutex_);
-    if (stopped_) return;
-    if (error) return fail("waiting for kicks failed: " + error.message());
-    // Consume the kick before draining, so a kick during the batch wakes us again.
-    uint64_t kicks;
-    [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
-    run_batch();
-}
-
-void BlkDevice::QueueWorker::run_batch() {
-    try {
-        auto drained = drain();
-        if (!drained) return fail(to_string(drained.error()));
-        if (queue_.should_notify()) interrupt_.notify_queue(index_);
-        if (*drained == Drained::More)
-            boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
-        else
-            wait_for_kick();
-    } catch (const std::exception& e) {
-        // Out of memory or descriptors: a queue that silently stopped would hang the guest.
-        fail(std::string("stopped by a host error: ") + e.what());
-    }
-}
-
-// At most a queue's worth of chains per batch, so one busy queue cannot starve the others
-// that share its I/O thread.
-Result<BlkDevice::QueueWorker::Drained, RingError> BlkDevice::QueueWorker::drain() {
-    uint32_t budget = queue_.size();
-    for (;;) {
-        queue_.disable_notifications();
-        for (; budget > 0; --budget) {
-            auto popped = queue_.pop();
-            if (!popped) return Unexpected{popped.error()};
-            if (!*popped) break;
-            const DescriptorChain& chain = **popped;
-            queue_.push_used(chain.head, device_.complete(chain, write_through_));
-        }
-        if (budget == 0) return Drained::More;
-        if (!queue_.enable_notifications()) return Drained::Idle;
-    }
-}
-
-void BlkDevice::QueueWorker::wait_for_kick() {
-    kick_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     boost::asio::bind_executor(
-                         strand_, [self = shared_from_this()](const boost::system::error_code& e) {
-                             self->on_kick(e);
-                         }));
-}
-
-void BlkDevice::QueueWorker::fail(std::string_view why) {
-    stopped_ = true;
-    boost::system::error_code ignored;
-    kick_.close(ignored);
-    device_.fail_queue(index_, why);
-    // virtio 1.2, 2.1.2: after setting DEVICE_NEEDS_RESET, send a config change notification.
-    interrupt_.notify_config();
+    const auto byte = static_cast<uint8_t>(status);
+    chain.writable.copy_from(chain.writable.size() - 1, std::span(&byte, 1));
+    // As QEMU does: the status byte ends the writable part, so all of it counts as written.
+    return static_cast<uint32_t>(chain.writable.size());
 }
 
 BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
-    : image_(DiskImage::open(config)),
-      serial_(disk_serial(config)),
-      info_{.capacity_sectors = image_.size() / kSectorSize,
-            .read_only = config.read_only,
-            .max_discard_sectors = kMaxDiscardSectors,
-            .max_discard_segments = kMaxDiscardSegments,
-            .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
-            .max_write_zeroes_segments = kMaxWriteZeroesSegments},
+    : requests_(config, counters_),
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
-      config_space_(make_config_space(info_, num_queues_)),
-      io_(io) {}
-
-BlkDevice::~BlkDevice() {
-    stop_workers();
-}
+      config_space_(make_config_space(requests_.info, num_queues_)),
+      workers_(io, "virtio-blk " + config.path, counters_) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
     std::fill(data.begin(), data.end(), 0);
@@ -257,83 +139,21 @@ void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {
     // Nothing is writable: `writeback` is only writable with VIRTIO_BLK_F_CONFIG_WCE.
-    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", image_.path(),
+    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", requests_.image.path(),
                   data.size(), offset);
 }
 
 bool BlkDevice::activate(ActivateContext context) {
-    stop_workers();
-    const std::string& path = image_.path();
-    if (context.queues.size() != num_queues_ || context.kicks.size() != num_queues_) {
-        spdlog::error("virtio-blk {}: activated with {} queues and {} kick eventfds, expected {}",
-                      path, context.queues.size(), context.kicks.size(), num_queues_);
-        return false;
-    }
+    workers_.stop();
     // Without FLUSH negotiated, a completed write must already be stable (virtio 1.2, 5.2.6.2).
-    const bool write_through = !(context.features & kFeatureFlush);
-    std::vector<std::shared_ptr<QueueWorker>> workers;
-    try {
-        for (uint16_t i = 0; i < num_queues_; ++i) {
-            if (!context.queues[i].ready) continue;  // drivers may use fewer queues
-            auto queue =
-                SplitQueue::create(context.memory, context.queues[i], kQueueSize, context.features);
-            if (!queue) {
-                spdlog::error("virtio-blk {}: queue {}: {}", path, i, to_string(queue.error()));
-                return false;
-            }
-            if (!context.kicks[i]) {
-                spdlog::error("virtio-blk {}: queue {} has no kick eventfd", path, i);
-                return false;
-            }
-            workers.push_back(std::make_shared<QueueWorker>(*this, i, std::move(queue).value(),
-                                                            context.interrupt, *context.kicks[i],
-                                                            write_through));
-        }
-    } catch (const std::exception& e) {
-        spdlog::error("virtio-blk {}: cannot start the queues: {}", path, e.what());
-        return false;
-    }
-    workers_ = std::move(workers);
-    for (auto& worker : workers_) worker->start();
-    return true;
+    requests_.write_through = !(context.features & kFeatureFlush);
+    return workers_.start(context, num_queues_, kQueueSize,
+                          [this](uint16_t) -> RequestHandler* { return &requests_; });
 }
 
 void BlkDevice::reset() {
-    stop_workers();
-    needs_reset_.store(false);
-}
-
-void BlkDevice::stop_workers() {
-    for (auto& worker : workers_) worker->stop();
-    workers_.clear();
-}
-
-uint32_t BlkDevice::complete(const DescriptorChain& chain, bool write_through) {
-    ++counters_.requests;
-    Status status = Status::Ok;
-    auto request = parse(chain, info_);
-    if (!request) {
-        ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image_.path(), to_string(request.error()));
-        if (request.error() == BlkError::NoStatusByte) return 0;
-        status = status_for(request.error());
-    } else if (auto done = execute(*request, image_, serial_, write_through); !done) {
-        ++counters_.io_errors;
-        spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                    "virtio-blk {}: I/O error: {}", image_.path(), done.error().message());
-        status = Status::IoError;
-    }
-    const auto byte = static_cast<uint8_t>(status);
-    chain.writable.copy_from(chain.writable.size() - 1, std::span(&byte, 1));
-    // As QEMU does: the status byte ends the writable part, so all of it counts as written.
-    return static_cast<uint32_t>(chain.writable.size());
-}
-
-void BlkDevice::fail_queue(uint16_t index, std::string_view why) {
-    ++counters_.failed_queues;
-    needs_reset_.store(true);
-    spdlog::log(ring_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::err,
-                "virtio-blk {}: queue {}: {}; the device needs a reset", image_.path(), index, why);
+    workers_.stop();
+    counters_.needs_reset.store(false);
 }
 
 }  // namespace mvmm::devices::virtio::blk

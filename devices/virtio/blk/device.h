@@ -14,6 +14,7 @@
 #include "devices/virtio/blk/io.h"
 #include "devices/virtio/blk/request.h"
 #include "devices/virtio/device.h"
+#include "devices/virtio/queue_worker.h"
 
 namespace boost::asio {
 class io_context;
@@ -21,12 +22,10 @@ class io_context;
 
 namespace mvmm::devices::virtio::blk {
 
-// Per-device counters, readable from any thread.
-struct BlkCounters {
-    std::atomic<uint64_t> requests{0};       // chains returned to the driver
-    std::atomic<uint64_t> bad_requests{0};   // completed with IOERR/UNSUPP (or no status byte)
-    std::atomic<uint64_t> io_errors{0};      // host I/O failed: completed with IOERR
-    std::atomic<uint64_t> failed_queues{0};  // stopped by a corrupt ring: NEEDS_RESET
+// Per-device counters, readable from any thread: the queue workers' and the requests'.
+struct BlkCounters : QueueCounters {
+    std::atomic<uint64_t> bad_requests{0};  // completed with IOERR/UNSUPP (or no status byte)
+    std::atomic<uint64_t> io_errors{0};     // host I/O failed: completed with IOERR
 };
 
 class BlkDevice final : public Device {
@@ -36,7 +35,6 @@ class BlkDevice final : public Device {
     // Opens the image (DiskImage::open; throws std::runtime_error for the user).  `io` must
     // outlive the device.
     BlkDevice(const DiskConfig& config, boost::asio::io_context& io);
-    ~BlkDevice() override;
 
     uint32_t device_id() const override { return 2; }
     uint64_t features() const override { return features_; }
@@ -50,32 +48,35 @@ class BlkDevice final : public Device {
     // the main) thread, never from one of the io_context's threads, which would wait for
     // itself.
     void reset() override;
-    bool needs_reset() const override { return needs_reset_.load(); }
+    bool needs_reset() const override { return counters_.needs_reset.load(); }
 
     const BlkCounters& counters() const noexcept { return counters_; }
-    const DiskInfo& disk_info() const noexcept { return info_; }
+    const DiskInfo& disk_info() const noexcept { return requests_.info; }
 
   private:
-    class QueueWorker;
+    // Parses and executes one chain on the image and writes its status; every queue's.
+    class Requests final : public RequestHandler {
+      public:
+        Requests(const DiskConfig& config, BlkCounters& counters);
+        uint32_t handle(const DescriptorChain& chain) override;
 
-    // Parses and executes one chain, writes its status; returns the used length.
-    uint32_t complete(const DescriptorChain& chain, bool write_through);
-    // A queue can no longer be used: set NEEDS_RESET, log (once at error level).
-    void fail_queue(uint16_t index, std::string_view why);
-    void stop_workers();
+        DiskImage image;
+        const std::string serial;
+        const DiskInfo info;
+        // Set by activate() while no worker runs: without FLUSH every write is flushed.
+        bool write_through = false;
 
-    DiskImage image_;
-    std::string serial_;
-    DiskInfo info_;
+      private:
+        BlkCounters& counters_;
+        std::atomic<bool> io_error_logged_{false};
+    };
+
+    BlkCounters counters_;
+    Requests requests_;
     uint64_t features_;
     uint16_t num_queues_;
     std::vector<uint8_t> config_space_;
-    boost::asio::io_context& io_;
-    BlkCounters counters_;
-    std::atomic<bool> needs_reset_{false};
-    std::atomic<bool> ring_error_logged_{false};
-    std::atomic<bool> io_error_logged_{false};
-    std::vector<std::shared_ptr<QueueWorker>> workers_;
+    QueueWorkers workers_;
 };
 
 }  // namespace mvmm::devices::virtio::blk

@@ -26,19 +26,6 @@ constexpr uint64_t kNegotiated =
     kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kFeatureFlush;
 constexpr uint64_t kDiskSectors = 128;
 
-class FakeInterrupt : public Interrupt {
-  public:
-    void notify_queue(uint16_t queue) override {
-        last_queue = queue;
-        ++queue_notifications;
-    }
-    void notify_config() override { ++config_notifications; }
-
-    std::atomic<int> queue_notifications{0};
-    std::atomic<int> config_notifications{0};
-    std::atomic<int> last_queue{-1};
-};
-
 struct Submitted {
     uint16_t head;
     GuestAddr data;
@@ -137,7 +124,7 @@ class BlkDeviceTest : public ::testing::Test {
     boost::asio::io_context io;
     std::vector<std::unique_ptr<vt::TestDriver>> drivers;
     std::deque<EventFd> kicks;
-    FakeInterrupt interrupt;
+    vt::FakeInterrupt interrupt;
     std::unique_ptr<BlkDevice> device;
 };
 

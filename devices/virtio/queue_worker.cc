@@ -1,0 +1,210 @@
+#include "devices/virtio/queue_worker.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <mutex>
+
+namespace mvmm::devices::virtio {
+
+// One queue's life between start() and stop(): wait for a kick on the io_context, drain the
+// ring in batches, hand each chain to the handler, notify.  Handlers hold a shared_ptr, so
+// the worker outlives a handler still queued after stop(); such a handler sees stopped_ and
+// touches nothing else.
+class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
+  public:
+    struct Wiring {
+        const std::string& name;
+        uint16_t index;
+        const EventFd& kick;
+        RequestHandler& handler;
+        Interrupt& interrupt;
+        QueueCounters& counters;
+    };
+    Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring);
+
+    void start();
+    // After it returns no handler touches the queue, the request handler or the interrupt.
+    void stop();
+
+  private:
+    enum class Drained { Idle, More, Stopping };
+
+    void resume();
+    void on_kick(const boost::system::error_code& error);
+    void run_batch();  // requires mutex_, !stopped_
+    Result<Drained, RingError> drain();
+    void wait_for_kick();
+    void fail(std::string_view why);  // requires mutex_
+
+    const std::string& name_;  // the QueueWorkers' name, which outlives every worker
+    const uint16_t index_;
+    SplitQueue queue_;
+    RequestHandler& handler_;
+    Interrupt& interrupt_;
+    QueueCounters& counters_;
+    boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+    boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
+    std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
+    bool stopped_ = false;
+    std::atomic<bool> stopping_{false};  // set by stop() first: the batch takes no more chains
+};
+
+QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring)
+    : name_(wiring.name),
+      index_(wiring.index),
+      queue_(std::move(queue)),
+      handler_(wiring.handler),
+      interrupt_(wiring.interrupt),
+      counters_(wiring.counters),
+      strand_(boost::asio::make_strand(io)),
+      kick_(io) {
+    const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
+                                                  "dup of a queue kick eventfd"));
+    boost::system::error_code error;
+    kick_.assign(fd, error);
+    if (error) {
+        ::close(fd);  // assign() did not take it
+        throw boost::system::system_error(error, "watching a queue kick eventfd");
+    }
+}
+
+void QueueWorkers::Worker::start() {
+    // Drain once first: a driver may have queued buffers before DRIVER_OK.
+    boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+}
+
+void QueueWorkers::Worker::stop() {
+    stopping_.store(true);
+    std::lock_guard lock(mutex_);
+    stopped_ = true;
+    boost::system::error_code ignored;
+    kick_.close(ignored);  // the pending wait completes with operation_aborted
+}
+
+void QueueWorkers::Worker::resume() {
+    std::lock_guard lock(mutex_);
+    if (!stopped_) run_batch();
+}
+
+void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    if (error) return fail("waiting for kicks failed: " + error.message());
+    // Consume the kick before draining, so a kick during the batch wakes us again.
+    uint64_t kicks;
+    [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
+    run_batch();
+}
+
+void QueueWorkers::Worker::run_batch() {
+    try {
+        auto drained = drain();
+        if (!drained) return fail(to_string(drained.error()));
+        if (queue_.should_notify()) interrupt_.notify_queue(index_);
+        if (*drained == Drained::Stopping) return;
+        if (*drained == Drained::More)
+            boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+        else
+            wait_for_kick();
+    } catch (const std::exception& e) {
+        // Out of memory or descriptors: a queue that silently stopped would hang the guest.
+        fail(std::string("stopped by a host error: ") + e.what());
+    }
+}
+
+// At most a queue's worth of chains per batch, so one busy queue cannot starve the others
+// that share its I/O thread.
+Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
+    uint32_t budget = queue_.size();
+    for (;;) {
+        queue_.disable_notifications();
+        for (; budget > 0; --budget) {
+            if (stopping_.load()) return Drained::Stopping;
+            auto popped = queue_.pop();
+            if (!popped) return Unexpected{popped.error()};
+            if (!*popped) break;
+            const DescriptorChain& chain = **popped;
+            ++counters_.requests;
+            queue_.push_used(chain.head, handler_.handle(chain));
+        }
+        if (budget == 0) return Drained::More;
+        if (!queue_.enable_notifications()) return Drained::Idle;
+    }
+}
+
+void QueueWorkers::Worker::wait_for_kick() {
+    kick_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     boost::asio::bind_executor(
+                         strand_, [self = shared_from_this()](const boost::system::error_code& e) {
+                             self->on_kick(e);
+                         }));
+}
+
+void QueueWorkers::Worker::fail(std::string_view why) {
+    stopped_ = true;
+    boost::system::error_code ignored;
+    kick_.close(ignored);
+    counters_.needs_reset.store(true);
+    const bool first = counters_.failed_queues.fetch_add(1) == 0;
+    spdlog::log(first ? spdlog::level::err : spdlog::level::debug,
+                "{}: queue {}: {}; the device needs a reset", name_, index_, why);
+    // virtio 1.2, 2.1.2: after setting DEVICE_NEEDS_RESET, send a config change notification.
+    interrupt_.notify_config();
+}
+
+QueueWorkers::QueueWorkers(boost::asio::io_context& io, std::string name, QueueCounters& counters)
+    : io_(io), name_(std::move(name)), counters_(counters) {}
+
+QueueWorkers::~QueueWorkers() {
+    stop();
+}
+
+bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
+                         uint16_t max_queue_size, const HandlerFor& handler_for) {
+    stop();
+    if (context.queues.size() != num_queues || context.kicks.size() != num_queues) {
+        spdlog::error("{}: activated with {} queues and {} kick eventfds, expected {}", name_,
+                      context.queues.size(), context.kicks.size(), num_queues);
+        return false;
+    }
+    std::vector<std::shared_ptr<Worker>> workers;
+    try {
+        for (uint16_t i = 0; i < num_queues; ++i) {
+            RequestHandler* handler = handler_for(i);
+            if (!context.queues[i].ready || !handler) continue;  // drivers may use fewer queues
+            auto queue = SplitQueue::create(context.memory, context.queues[i], max_queue_size,
+                                            context.features);
+            if (!queue) {
+                spdlog::error("{}: queue {}: {}", name_, i, to_string(queue.error()));
+                return false;
+            }
+            if (!context.kicks[i]) {
+                spdlog::error("{}: queue {} has no kick eventfd", name_, i);
+                return false;
+            }
+            const Worker::Wiring wiring{name_,    i, *context.kicks[i], *handler, context.interrupt,
+                                        counters_};
+            workers.push_back(std::make_shared<Worker>(io_, std::move(queue).value(), wiring));
+        }
+    } catch (const std::exception& e) {
+        spdlog::error("{}: cannot start the queues: {}", name_, e.what());
+        return false;
+    }
+    workers_ = std::move(workers);
+    for (auto& worker : workers_) worker->start();
+    return true;
+}
+
+void QueueWorkers::stop() {
+    for (auto& worker : workers_) worker->stop();
+    workers_.clear();
+}
+
+}  // namespace mvmm::devices::virtio

@@ -1,0 +1,174 @@
+// The shared queue worker on a real I/O thread: the test plays the driver over guest memory
+// and kicks real eventfds, as KVM's ioeventfds do.
+#include "devices/virtio/queue_worker.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_io.h"
+
+namespace mvmm::devices::virtio {
+namespace {
+
+namespace vt = ::mvmm::devices::virtio::testing;
+using namespace std::chrono_literals;
+
+constexpr uint64_t kFeatures = kFeatureVersion1 | kFeatureEventIdx;
+
+// Echoes: writes the first readable byte + 1 into the first writable byte.
+class IncrementHandler : public RequestHandler {
+  public:
+    uint32_t handle(const DescriptorChain& chain) override {
+        uint8_t byte = 0;
+        chain.readable.copy_to(0, std::span(&byte, 1));
+        ++byte;
+        return static_cast<uint32_t>(chain.writable.copy_from(0, std::span(&byte, 1)));
+    }
+};
+
+class ThrowingHandler : public RequestHandler {
+  public:
+    uint32_t handle(const DescriptorChain&) override { throw std::bad_alloc(); }
+};
+
+class QueueWorkersTest : public ::testing::Test {
+  protected:
+    explicit QueueWorkersTest(uint16_t queues = 2) {
+        for (uint16_t i = 0; i < queues; ++i) {
+            drivers.push_back(std::make_unique<vt::TestDriver>(guest, 8));
+            kicks.emplace_back();
+        }
+    }
+
+    ActivateContext context() {
+        ActivateContext context{guest.memory(), kFeatures, {}, {}, interrupt};
+        for (size_t i = 0; i < drivers.size(); ++i) {
+            context.queues.push_back(drivers[i]->config());
+            context.kicks.push_back(&kicks[i]);
+        }
+        return context;
+    }
+    bool start(RequestHandler& handler) {
+        return workers.start(context(), uint16_t(drivers.size()), 8,
+                             [&](uint16_t) { return &handler; });
+    }
+
+    // One byte out, one byte in; returns where the device's byte goes.
+    GuestAddr submit(uint8_t value, size_t queue = 0) {
+        const GuestAddr out = guest.alloc(1), in = guest.alloc(1);
+        guest.write(out, std::span(&value, 1));
+        const vt::TestDriver::Buffer chain[] = {{out, 1, false}, {in, 1, true}};
+        drivers[queue]->add_chain(chain);
+        return in;
+    }
+    uint8_t byte_at(GuestAddr addr) const { return guest.read(addr, 1)[0]; }
+
+    vt::TestGuest guest;
+    boost::asio::io_context io;
+    std::vector<std::unique_ptr<vt::TestDriver>> drivers;
+    std::deque<EventFd> kicks;
+    vt::FakeInterrupt interrupt;
+    QueueCounters counters;
+    QueueWorkers workers{io, "test-device", counters};
+};
+
+TEST_F(QueueWorkersTest, HandsEveryChainToTheHandlerAndNotifies) {
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    const GuestAddr a = submit(1), b = submit(41, 1);
+    kicks[0].signal();
+    kicks[1].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 1; }));
+    ASSERT_TRUE(vt::eventually([&] { return drivers[1]->used_idx() == 1; }));
+    EXPECT_EQ(byte_at(a), 2);
+    EXPECT_EQ(byte_at(b), 42);
+    EXPECT_EQ(drivers[0]->used(0).len, 1u);
+    EXPECT_EQ(counters.requests.load(), 2u);
+    EXPECT_TRUE(vt::eventually([&] { return interrupt.queue_notifications.load() == 2; }));
+}
+
+TEST_F(QueueWorkersTest, LeavesQueuesWithoutAHandlerAlone) {
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(workers.start(context(), 2, 8, [&](uint16_t i) -> RequestHandler* {
+        return i == 0 ? &handler : nullptr;
+    }));
+    submit(1, 1);
+    submit(2, 0);
+    kicks[1].signal();
+    kicks[0].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 1; }));
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(drivers[1]->used_idx(), 0) << "the buffer stays with the device";
+}
+
+// Issue 14's rule: a reset waits for the requests in flight, and after it returns nothing
+// reaches the used ring or the interrupt, whatever the driver does.
+TEST_F(QueueWorkersTest, StopWaitsForTheRequestInFlightAndNothingCompletesAfterIt) {
+    vt::GatedHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    const GuestAddr in_flight = submit(0);
+    kicks[0].signal();
+    ASSERT_TRUE(handler.wait_entered(1));
+    submit(0);  // queued behind the one in flight
+
+    auto stopped = std::async(std::launch::async, [&] { workers.stop(); });
+    EXPECT_EQ(stopped.wait_for(50ms), std::future_status::timeout)
+        << "stop() returned while a request was in flight";
+    handler.release();
+    stopped.get();
+
+    EXPECT_EQ(byte_at(in_flight), vt::GatedHandler::done_byte);
+    const uint16_t used = drivers[0]->used_idx();
+    const int notifications = interrupt.queue_notifications.load();
+    EXPECT_GE(used, 1) << "the request in flight completes before stop() returns";
+    EXPECT_EQ(used, handler.completed()) << "whatever completed is in the used ring";
+    submit(0);
+    kicks[0].signal();
+    kicks[1].signal();
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(drivers[0]->used_idx(), used);
+    EXPECT_EQ(interrupt.queue_notifications.load(), notifications);
+    EXPECT_EQ(interrupt.config_notifications.load(), 0);
+    EXPECT_EQ(handler.completed(), used);
+    EXPECT_FALSE(counters.needs_reset.load());
+}
+
+TEST_F(QueueWorkersTest, AHandlerThatThrowsStopsTheQueueWithNeedsReset) {
+    ThrowingHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    submit(0);
+    kicks[0].signal();
+    ASSERT_TRUE(vt::eventually([&] { return counters.needs_reset.load(); }));
+    EXPECT_EQ(counters.failed_queues.load(), 1u);
+    EXPECT_TRUE(vt::eventually([&] { return interrupt.config_notifications.load() == 1; }));
+    EXPECT_EQ(drivers[0]->used_idx(), 0);
+}
+
+TEST_F(QueueWorkersTest, RefusesAContextItCannotServe) {
+    IncrementHandler handler;
+    auto any = [&](uint16_t) { return &handler; };
+    EXPECT_FALSE(workers.start(context(), 3, 8, any)) << "fewer queues than the device has";
+    ActivateContext no_kick = context();
+    no_kick.kicks[1] = nullptr;
+    EXPECT_FALSE(workers.start(no_kick, 2, 8, any));
+    EXPECT_FALSE(workers.start(context(), 2, 4, any)) << "a queue larger than the maximum";
+    ActivateContext unready = context();
+    unready.queues[1].ready = false;
+    unready.kicks[1] = nullptr;
+    EXPECT_TRUE(workers.start(unready, 2, 8, any)) << "an unused queue needs no kick";
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio

@@ -1,0 +1,87 @@
+// Test support for device tests with real I/O threads: a thread that runs the io_context as
+// vmm's I/O threads do, and a request handler whose "I/O" blocks until the test releases it,
+// so a test can hold a request in flight while it resets the device.
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "devices/virtio/queue_worker.h"
+
+namespace mvmm::devices::virtio::testing {
+
+// Runs `io` on a thread of its own until destroyed.
+class IoThread {
+  public:
+    explicit IoThread(boost::asio::io_context& io)
+        : io_(io), work_(boost::asio::make_work_guard(io)), thread_([&io] { io.run(); }) {}
+    ~IoThread() {
+        work_.reset();
+        io_.stop();
+        thread_.join();
+    }
+    IoThread(const IoThread&) = delete;
+    IoThread& operator=(const IoThread&) = delete;
+
+  private:
+    boost::asio::io_context& io_;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+    std::thread thread_;
+};
+
+// Polls `done` every millisecond; false when it is still false after 5 s.
+inline bool eventually(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+class GatedHandler : public RequestHandler {
+  public:
+    // Waits for release(); writes `done_byte` at the start of the writable part; returns its
+    // size.
+    uint32_t handle(const DescriptorChain& chain) override {
+        std::unique_lock lock(mutex_);
+        ++entered_;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return released_; });
+        const uint8_t byte = done_byte;
+        chain.writable.copy_from(0, std::span(&byte, 1));
+        ++completed_;
+        return static_cast<uint32_t>(chain.writable.size());
+    }
+
+    // True once `n` requests entered handle() (false after 5 s).
+    bool wait_entered(int n) {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, std::chrono::seconds(5), [&] { return entered_ >= n; });
+    }
+    void release() {
+        std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+    int completed() {
+        std::lock_guard lock(mutex_);
+        return completed_;
+    }
+
+    static constexpr uint8_t done_byte = 0x5a;
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    int entered_ = 0;
+    int completed_ = 0;
+    bool released_ = false;
+};
+
+}  // namespace mvmm::devices::virtio::testing
