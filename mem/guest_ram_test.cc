@@ -51,7 +51,8 @@ std::vector<uint64_t> mapped_offsets(const std::string& name) {
 
 TEST(GuestRam, PreallocatesAnonymousRamBelowAndAbove4G) {
     const std::vector<RamRange> layout{{GuestAddr(0), 768 * MiB}, {GuestAddr(4 * GiB), 256 * MiB}};
-    const GuestMemory memory = allocate_guest_ram(parse_ram_config("1G,prealloc=on"), layout, 2);
+    const GuestMemory memory =
+        allocate_guest_ram(RamConfig{.size = GiB, .prealloc = true}, layout, 2);
 
     ASSERT_EQ(memory.regions().size(), 2u);
     for (const RamRegion& region : memory.regions()) {
@@ -67,23 +68,27 @@ TEST(GuestRam, PreallocatesAnonymousRamBelowAndAbove4G) {
 
 TEST(GuestRam, NothingIsResidentWithoutPrealloc) {
     const RamRange layout[] = {{GuestAddr(0), 64 * MiB}};
-    const GuestMemory memory = allocate_guest_ram(parse_ram_config("64M"), layout, 2);
+    const GuestMemory memory = allocate_guest_ram(RamConfig{.size = 64 * MiB}, layout, 2);
     EXPECT_EQ(resident_bytes(memory.regions()[0].mapping.bytes()), 0u);
 }
 
 TEST(GuestRam, SharedRamIsOneMemfdAtConsecutiveOffsets) {
     const RamRange layout[] = {{GuestAddr(0), 128 * MiB}, {GuestAddr(4 * GiB), 64 * MiB}};
-    const GuestMemory memory =
-        allocate_guest_ram(parse_ram_config("192M,shared=on,prealloc=on"), layout, 2);
+    const GuestMemory memory = allocate_guest_ram(
+        RamConfig{.size = 192 * MiB, .shared = true, .prealloc = true}, layout, 2);
     EXPECT_EQ(mapped_offsets("memfd:mvmm-guest-ram"), (std::vector<uint64_t>{0, 128 * MiB}));
     EXPECT_EQ(resident_bytes(memory.regions()[1].mapping.bytes()), 64 * MiB);
 }
 
 TEST(GuestRam, FileUnderPath) {
     const RamRange layout[] = {{GuestAddr(0), 32 * MiB}};
-    const GuestMemory memory = allocate_guest_ram(
-        parse_ram_config("32M,path=/dev/shm,shared=on,prealloc=on,prealloc-method=touch"), layout,
-        2);
+    const GuestMemory memory =
+        allocate_guest_ram(RamConfig{.size = 32 * MiB,
+                                     .shared = true,
+                                     .path = "/dev/shm",
+                                     .prealloc = true,
+                                     .prealloc_method = PreallocMethod::touch},
+                           layout, 2);
     EXPECT_EQ(mapped_offsets("/dev/shm/").size(), 1u) << "an unlinked file in /dev/shm";
     EXPECT_EQ(resident_bytes(memory.regions()[0].mapping.bytes()), 32 * MiB);
 }
@@ -95,15 +100,15 @@ TEST(GuestRam, ReportsPreallocProgress) {
     } recorder;
     const RamRange layout[] = {{GuestAddr(0), 16 * MiB}};
     const GuestMemory memory =
-        allocate_guest_ram(parse_ram_config("16M,prealloc=on"), layout, 2, &recorder);
+        allocate_guest_ram(RamConfig{.size = 16 * MiB, .prealloc = true}, layout, 2, &recorder);
     EXPECT_TRUE(recorder.last.finished);
     EXPECT_EQ(recorder.last.done_bytes, 16 * MiB);
 }
 
 TEST(GuestRam, BindsToAHostNode) {
     const RamRange layout[] = {{GuestAddr(0), 16 * MiB}};
-    const GuestMemory memory =
-        allocate_guest_ram(parse_ram_config("16M,host-node=0,prealloc=on"), layout, 2);
+    const GuestMemory memory = allocate_guest_ram(
+        RamConfig{.size = 16 * MiB, .prealloc = true, .host_node = 0u}, layout, 2);
     int policy = -1;
     unsigned long nodes = 0;
     ASSERT_EQ(::syscall(SYS_get_mempolicy, &policy, &nodes, sizeof nodes * 8,
@@ -115,38 +120,41 @@ TEST(GuestRam, BindsToAHostNode) {
 
 TEST(GuestRam, NoSuchHostNode) {
     const RamRange layout[] = {{GuestAddr(0), 16 * MiB}};
-    EXPECT_THAT(ram_error_of(parse_ram_config("16M,host-node=1000"), layout),
+    EXPECT_THAT(ram_error_of(RamConfig{.size = 16 * MiB, .host_node = 1000u}, layout),
                 HasSubstr("host-node=1000: this host has no NUMA node 1000 (its nodes: 0"));
 }
 
 TEST(GuestRam, NotEnoughMemoryToPreallocate) {
     const RamRange layout[] = {{GuestAddr(0), 64ull << 40}};
-    EXPECT_THAT(ram_error_of(parse_ram_config("64T,prealloc=on"), layout),
+    EXPECT_THAT(ram_error_of(RamConfig{.size = 64ull << 40, .prealloc = true}, layout),
                 HasSubstr("not enough memory to preallocate 64 TiB of guest RAM: "));
 }
 
 TEST(GuestRam, HugepagesNeedAHugetlbfsPath) {
     const RamRange layout[] = {{GuestAddr(0), 64 * MiB}};
-    EXPECT_THAT(ram_error_of(parse_ram_config("64M,hugepages=2M,path=/dev/shm"), layout),
-                HasSubstr("path=/dev/shm is not a hugetlbfs mount; mount one with: mount -t "
-                          "hugetlbfs -o pagesize=2M none /dev/shm"));
-    EXPECT_THAT(ram_error_of(parse_ram_config("64M,path=/no/such/dir"), layout),
+    EXPECT_THAT(
+        ram_error_of(
+            RamConfig{.size = 64 * MiB, .hugepages = HugePages::size_2m, .path = "/dev/shm"},
+            layout),
+        HasSubstr("path=/dev/shm is not a hugetlbfs mount; mount one with: mount -t "
+                  "hugetlbfs -o pagesize=2M none /dev/shm"));
+    EXPECT_THAT(ram_error_of(RamConfig{.size = 64 * MiB, .path = "/no/such/dir"}, layout),
                 HasSubstr("path=/no/such/dir: No such file or directory"));
 }
 
 TEST(GuestRam, RangesMustBeWholePages) {
     const RamRange layout[] = {{GuestAddr(0), 63 * MiB}, {GuestAddr(4 * GiB), 1 * MiB}};
-    EXPECT_THAT(ram_error_of(parse_ram_config("64M,hugepages=2M"), layout),
+    EXPECT_THAT(ram_error_of(RamConfig{.size = 64 * MiB, .hugepages = HugePages::size_2m}, layout),
                 HasSubstr("the guest RAM range at 0 MiB is 63 MiB, not a whole number of 2 MiB "
                           "pages"));
 }
 
 TEST(GuestRam, LayoutMustAddUpAndNotOverlap) {
     const RamRange short_layout[] = {{GuestAddr(0), 32 * MiB}};
-    EXPECT_THROW(allocate_guest_ram(parse_ram_config("64M"), short_layout, 2),
+    EXPECT_THROW(allocate_guest_ram(RamConfig{.size = 64 * MiB}, short_layout, 2),
                  std::invalid_argument);
     const RamRange overlapping[] = {{GuestAddr(0), 32 * MiB}, {GuestAddr(16 * MiB), 32 * MiB}};
-    EXPECT_THROW(allocate_guest_ram(parse_ram_config("64M"), overlapping, 2),
+    EXPECT_THROW(allocate_guest_ram(RamConfig{.size = 64 * MiB}, overlapping, 2),
                  std::invalid_argument);
 }
 

@@ -58,8 +58,8 @@ TEST(HugepageReservation, FillsThePoolAndGivesItBack) {
 
 struct Backend {
     const char* name;
-    const char* options;  // appended to "256M,hugepages=2M"
-    bool mount;           // put the file on a hugetlbfs mount of our own
+    bool shared;
+    bool mount;  // put the file on a hugetlbfs mount of our own
 };
 
 class HugepageBackends : public testing::TestWithParam<std::tuple<Backend, PreallocMethod>> {};
@@ -68,19 +68,21 @@ TEST_P(HugepageBackends, Preallocates256MiBOf2MiBPages) {
     const auto& [backend, method] = GetParam();
     const auto [reservation, why] = try_make<HugepageReservation>(k2M, 128);
     if (!reservation) GTEST_SKIP() << why;
-    std::string options =
-        std::string("256M,hugepages=2M,prealloc=on") + backend.options +
-        ",prealloc-method=" + (method == PreallocMethod::touch ? "touch" : "populate");
+    RamConfig config{.size = 256 * MiB,
+                     .hugepages = HugePages::size_2m,
+                     .shared = backend.shared,
+                     .prealloc = true,
+                     .prealloc_method = method};
     std::unique_ptr<HugetlbfsMount> mount;
     if (backend.mount) {
         std::string why_not;
         std::tie(mount, why_not) = try_make<HugetlbfsMount>(k2M);
         if (!mount) GTEST_SKIP() << why_not;
-        options += ",path=" + mount->path();
+        config.path = mount->path();
     }
     const RamRange layout[] = {{GuestAddr(0), 192 * MiB}, {GuestAddr(4 * GiB), 64 * MiB}};
     {
-        const GuestMemory memory = allocate_guest_ram(parse_ram_config(options), layout, 2);
+        const GuestMemory memory = allocate_guest_ram(config, layout, 2);
         EXPECT_EQ(counts().free, 0u) << "all 128 hugepages faulted in";
         EXPECT_EQ(counts().reserved, 0u);
         EXPECT_EQ(resident_bytes(memory.regions()[1].mapping.bytes()), 64 * MiB);
@@ -90,10 +92,10 @@ TEST_P(HugepageBackends, Preallocates256MiBOf2MiBPages) {
 
 INSTANTIATE_TEST_SUITE_P(
     , HugepageBackends,
-    testing::Combine(testing::Values(Backend{"anonymous", "", false},
-                                     Backend{"memfd", ",shared=on", false},
-                                     Backend{"hugetlbfs_file", ",shared=on", true},
-                                     Backend{"private_hugetlbfs_file", "", true}),
+    testing::Combine(testing::Values(Backend{"anonymous", false, false},
+                                     Backend{"memfd", true, false},
+                                     Backend{"hugetlbfs_file", true, true},
+                                     Backend{"private_hugetlbfs_file", false, true}),
                      testing::Values(PreallocMethod::touch, PreallocMethod::populate)),
     [](const auto& info) {
         return std::string(std::get<0>(info.param).name) +
@@ -104,7 +106,8 @@ TEST(Hugepages, MappingReservesWithoutPrealloc) {
     const auto [reservation, why] = try_make<HugepageReservation>(k2M, 16);
     if (!reservation) GTEST_SKIP() << why;
     const RamRange layout[] = {{GuestAddr(0), 32 * MiB}};
-    const GuestMemory memory = allocate_guest_ram(parse_ram_config("32M,hugepages=2M"), layout, 2);
+    const GuestMemory memory =
+        allocate_guest_ram(RamConfig{.size = 32 * MiB, .hugepages = HugePages::size_2m}, layout, 2);
     EXPECT_EQ(counts().reserved, 16u) << "the kernel reserves hugepages at mmap time";
     EXPECT_EQ(resident_bytes(memory.regions()[0].mapping.bytes()), 0u);
 }
@@ -114,10 +117,12 @@ TEST(Hugepages, NotEnoughIsAClearError) {
     if (!reservation) GTEST_SKIP() << why;
     const uint64_t total = counts().total;
     const RamRange layout[] = {{GuestAddr(0), 256 * MiB}};
-    for (const char* options : {"256M,hugepages=2M,prealloc=on", "256M,hugepages=2M,shared=on"}) {
+    for (const RamConfig& config :
+         {RamConfig{.size = 256 * MiB, .hugepages = HugePages::size_2m, .prealloc = true},
+          RamConfig{.size = 256 * MiB, .hugepages = HugePages::size_2m, .shared = true}}) {
         try {
-            allocate_guest_ram(parse_ram_config(options), layout, 2);
-            ADD_FAILURE() << "no error for " << options;
+            allocate_guest_ram(config, layout, 2);
+            ADD_FAILURE() << "no error, shared=" << config.shared;
         } catch (const RamError& e) {
             EXPECT_EQ(std::string(e.what()),
                       "not enough 2 MiB hugepages: need 128 (256 MiB), 12 free; reserve them with "
@@ -134,7 +139,9 @@ TEST(Hugepages, WrongMountPageSize) {
     if (!mount) GTEST_SKIP() << why;
     const RamRange layout[] = {{GuestAddr(0), GiB}};
     try {
-        allocate_guest_ram(parse_ram_config("1G,hugepages=1G,path=" + mount->path()), layout, 2);
+        allocate_guest_ram(
+            RamConfig{.size = GiB, .hugepages = HugePages::size_1g, .path = mount->path()}, layout,
+            2);
         FAIL() << "no error";
     } catch (const RamError& e) {
         EXPECT_THAT(e.what(), HasSubstr("is a hugetlbfs mount of 2 MiB pages, but hugepages= asks "
@@ -178,8 +185,8 @@ TEST(Hugepages, OneGibPages) {
     if (!reservation) GTEST_SKIP() << why;
     const RamRange layout[] = {{GuestAddr(0), GiB}};
     {
-        const GuestMemory memory =
-            allocate_guest_ram(parse_ram_config("1G,hugepages=1G,prealloc=on"), layout, 2);
+        const GuestMemory memory = allocate_guest_ram(
+            RamConfig{.size = GiB, .hugepages = HugePages::size_1g, .prealloc = true}, layout, 2);
         EXPECT_EQ(counts(GiB).free, 0u);
     }
     EXPECT_EQ(counts(GiB).free, 1u);

@@ -1,5 +1,7 @@
-// What the user asked for with --memory: size, page kind, sharing, preallocation, NUMA node.
-// Parsing looks at no host state; allocate_guest_ram() checks the request against the host.
+// What guest RAM is made of: size, page kind, sharing, preallocation, NUMA node.  vmm/ parses
+// --memory into it (vmm/options.h) and checks what needs no host state (a size that is a whole
+// number of pages, prealloc-* only with prealloc); allocate_guest_ram() checks it against the
+// host.
 #pragma once
 
 #include <cstdint>
@@ -29,15 +31,6 @@ struct RamConfig {
 
     bool operator==(const RamConfig&) const = default;
 };
-
-// Parses "size=8G[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on][,prealloc-threads=N]
-// [,prealloc-method=touch|populate][,host-node=N]".  A first item without '=' is the size, so
-// "512M" alone means size=512M.  Sizes take a K, M, G or T suffix (powers of 1024); a bare
-// number is MiB, as in QEMU's -m.  Throws std::invalid_argument naming the bad key or value.
-RamConfig parse_ram_config(std::string_view option);
-
-// "512M" -> 536870912.  Throws std::invalid_argument.
-uint64_t parse_size(std::string_view text);
 
 // 536870912 -> "512 MiB", 1610612736 -> "1.5 GiB": for messages.
 std::string format_size(uint64_t bytes);

@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "vmm/boot/bzimage.h"
+#include "vmm/options.h"
 
 namespace mvmm {
 
@@ -88,18 +89,8 @@ Config parse_command_line(int argc, char** argv) {
         throw UsageError(e.what());
     }
     config.serial = parse_serial(serial);
-    try {
-        config.memory = parse_ram_config(memory);
-    } catch (const std::invalid_argument& e) {
-        throw UsageError(e.what());
-    }
-    for (const auto& disk : disks) {
-        try {
-            config.disks.push_back(devices::virtio::blk::parse_disk_option(disk));
-        } catch (const std::invalid_argument& e) {
-            throw UsageError("--disk '" + disk + "': " + e.what());
-        }
-    }
+    config.memory = parse_memory_option(memory);
+    for (const auto& disk : disks) config.disks.push_back(parse_disk_option(disk));
     try {
         config.trim.policy = rcu::parse_trim_policy(trim_policy);
         config.trim.validate();

@@ -3,21 +3,15 @@
 
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "devices/virtio/blk/config.h"
 #include "mem/ram_config.h"
 #include "rcu/trim_policy.h"
+#include "vmm/usage_error.h"
 
 namespace mvmm {
-
-// Bad user input; main() prints the message and exits 2.
-class UsageError : public std::runtime_error {
-  public:
-    using std::runtime_error::runtime_error;
-};
 
 struct SerialConfig {
     enum class Kind { Stdio, File } kind = Kind::Stdio;
@@ -28,7 +22,7 @@ struct Config {
     std::string kernel;
     std::string initrd;
     std::string cmdline = "console=ttyS0";
-    RamConfig memory = parse_ram_config("512M");
+    RamConfig memory{.size = 512ull << 20};
     unsigned cpus = 1;
     SerialConfig serial;
     std::string log_level = "info";

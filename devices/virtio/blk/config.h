@@ -1,4 +1,4 @@
-// What `--disk path=FILE[,readonly=on][,serial=S][,queues=N][,bus=rootport|root]` asks for.
+// What a virtio-blk disk is made of; vmm/ parses `--disk` into it (vmm/options.h).
 #pragma once
 
 #include <cstdint>
@@ -19,13 +19,11 @@ enum class DiskBus {
 struct DiskConfig {
     std::string path;
     bool read_only = false;
-    std::optional<std::string> serial;  // unset: derived from the path (see disk_serial)
-    uint16_t queues = 1;
+    std::optional<std::string> serial;  // printable ASCII, at most kSerialBytes; unset: derived
+                                        // from the path (see disk_serial)
+    uint16_t queues = 1;                // 1 to kMaxQueues
     DiskBus bus = DiskBus::RootPort;
 };
-
-// Parses the option string; throws std::invalid_argument naming the bad key or value.
-DiskConfig parse_disk_option(std::string_view option);
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured
 // serial, else the last 20 bytes of the image's file name.

@@ -13,59 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempImage;
 
-TEST(DiskOptionTest, ParsesEveryKey) {
-    const auto config =
-        parse_disk_option("path=/images/a.raw,readonly=on,serial=SN-1,queues=4,bus=root");
-    EXPECT_EQ(config.path, "/images/a.raw");
-    EXPECT_TRUE(config.read_only);
-    EXPECT_EQ(config.serial, "SN-1");
-    EXPECT_EQ(config.queues, 4);
-    EXPECT_EQ(config.bus, DiskBus::Root);
-}
-
-TEST(DiskOptionTest, HasDefaults) {
-    const auto config = parse_disk_option("path=disk.img");
-    EXPECT_FALSE(config.read_only);
-    EXPECT_FALSE(config.serial);
-    EXPECT_EQ(config.queues, 1);
-    EXPECT_EQ(config.bus, DiskBus::RootPort);
-    EXPECT_FALSE(parse_disk_option("path=d,readonly=off,bus=rootport").read_only);
-    EXPECT_EQ(parse_disk_option("path=d,queues=64").queues, 64);
-    EXPECT_EQ(parse_disk_option("path=d,serial=").serial, "");
-    EXPECT_EQ(parse_disk_option("path=d,serial=12345678901234567890").serial->size(), 20u);
-}
-
-TEST(DiskOptionTest, RejectsBadOptionsNamingTheProblem) {
-    const std::pair<const char*, const char*> cases[] = {
-        {"", "path=FILE is required"},
-        {"readonly=on", "path=FILE is required"},
-        {"path=", "path is empty"},
-        {"path=a,,readonly=on", "empty item"},
-        {"path=a,", "empty item"},
-        {"path=a,readonly", "\"readonly\" is not key=value"},
-        {"path=a,readonly=yes", "readonly=yes must be on or off"},
-        {"path=a,queues=0", "queues=0 must be a number from 1 to 64"},
-        {"path=a,queues=65", "queues=65 must be"},
-        {"path=a,queues=2x", "queues=2x must be"},
-        {"path=a,queues=-1", "queues=-1 must be"},
-        {"path=a,queues=", "queues= must be"},
-        {"path=a,serial=123456789012345678901", "longer than 20 bytes"},
-        {"path=a,serial=caf\xc3\xa9", "printable ASCII"},
-        {"path=a,bus=pci", "bus=pci must be rootport or root"},
-        {"path=a,size=1G", "unknown key \"size\""},
-        {"path=a,path=b", "path is given twice"},
-    };
-    for (auto [option, message] : cases) {
-        try {
-            parse_disk_option(option);
-            ADD_FAILURE() << "accepted: " << option;
-        } catch (const std::invalid_argument& e) {
-            EXPECT_THAT(e.what(), HasSubstr(message)) << option;
-            EXPECT_THAT(e.what(), HasSubstr(std::string("\"") + option + "\"")) << option;
-        }
-    }
-}
-
 TEST(DiskSerialTest, UsesTheSerialElseTheEndOfTheFileName) {
     DiskConfig config;
     config.path = "/var/lib/images/a-very-long-disk-name-0042.img";

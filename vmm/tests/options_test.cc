@@ -1,0 +1,145 @@
+#include "vmm/options.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "vmm/usage_error.h"
+
+namespace mvmm {
+namespace {
+
+using ::testing::HasSubstr;
+namespace blk = devices::virtio::blk;
+
+constexpr uint64_t MiB = 1ull << 20;
+constexpr uint64_t GiB = 1ull << 30;
+
+template <class Parse>
+std::string error_of(Parse parse, std::string_view text) {
+    try {
+        parse(text);
+    } catch (const UsageError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+TEST(DiskOption, ParsesEveryKey) {
+    const auto config =
+        parse_disk_option("path=/images/a.raw,readonly=on,serial=SN-1,queues=4,bus=root");
+    EXPECT_EQ(config.path, "/images/a.raw");
+    EXPECT_TRUE(config.read_only);
+    EXPECT_EQ(config.serial, "SN-1");
+    EXPECT_EQ(config.queues, 4);
+    EXPECT_EQ(config.bus, blk::DiskBus::Root);
+}
+
+TEST(DiskOption, HasDefaults) {
+    const auto config = parse_disk_option("path=disk.img");
+    EXPECT_FALSE(config.read_only);
+    EXPECT_FALSE(config.serial);
+    EXPECT_EQ(config.queues, 1);
+    EXPECT_EQ(config.bus, blk::DiskBus::RootPort);
+    EXPECT_FALSE(parse_disk_option("path=d,readonly=off,bus=rootport").read_only);
+    EXPECT_EQ(parse_disk_option("path=d,queues=64").queues, 64);
+    EXPECT_EQ(parse_disk_option("path=d,serial=").serial, "");
+    EXPECT_EQ(parse_disk_option("path=d,serial=12345678901234567890").serial->size(), 20u);
+}
+
+TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"", "path= is required"},
+        {"readonly=on", "path= is required"},
+        {"path=", "path=: must not be empty"},
+        {"path=a,,readonly=on", "empty item"},
+        {"path=a,", "empty item"},
+        {"path=a,readonly", "'readonly' is not key=value"},
+        {"path=a,readonly=maybe", "readonly=maybe: expected on or off"},
+        {"path=a,queues=0", "queues=0: expected a number from 1 to 64"},
+        {"path=a,queues=65", "queues=65: expected a number"},
+        {"path=a,queues=2x", "queues=2x: expected a number"},
+        {"path=a,queues=", "queues=: expected a number"},
+        {"path=a,serial=123456789012345678901", "longer than 20 bytes"},
+        {"path=a,serial=caf\xc3\xa9", "printable ASCII"},
+        {"path=a,bus=pci", "bus=pci: expected one of rootport, root"},
+        {"path=a,size=1G", "unknown key 'size'"},
+        {"path=a,path=b", "path is given twice"},
+    };
+    for (auto [option, message] : cases) {
+        const std::string error = error_of(parse_disk_option, option);
+        EXPECT_THAT(error, HasSubstr(message)) << option;
+        EXPECT_THAT(error, HasSubstr(std::string("--disk '") + option + "'")) << option;
+    }
+}
+
+TEST(MemoryOption, BareSizeTakesDefaults) {
+    const RamConfig config = parse_memory_option("512M");
+    EXPECT_EQ(config, RamConfig{.size = 512 * MiB});
+    EXPECT_EQ(parse_memory_option("size=512M"), config);
+}
+
+TEST(MemoryOption, EveryKey) {
+    const RamConfig config = parse_memory_option(
+        "size=8G,hugepages=1G,shared=on,path=/dev/hugepages,prealloc=on,prealloc-threads=4,"
+        "prealloc-method=touch,host-node=1");
+    EXPECT_EQ(config, (RamConfig{.size = 8 * GiB,
+                                 .hugepages = HugePages::size_1g,
+                                 .shared = true,
+                                 .path = "/dev/hugepages",
+                                 .prealloc = true,
+                                 .prealloc_threads = 4,
+                                 .prealloc_method = PreallocMethod::touch,
+                                 .host_node = 1u}));
+}
+
+TEST(MemoryOption, ValueSpellings) {
+    EXPECT_EQ(parse_memory_option("1G,hugepages=2M").hugepages, HugePages::size_2m);
+    EXPECT_EQ(parse_memory_option("1G,hugepages=2048K").hugepages, HugePages::size_2m);
+    EXPECT_EQ(parse_memory_option("1G,hugepages=none").hugepages, HugePages::none);
+    EXPECT_EQ(parse_memory_option("1G,hugepages=off").hugepages, HugePages::none);
+    EXPECT_FALSE(parse_memory_option("1G,shared=off").shared);
+    EXPECT_TRUE(parse_memory_option("1G,shared=yes").shared);
+    EXPECT_EQ(parse_memory_option("1G,prealloc=on,prealloc-threads=auto").prealloc_threads, 0u);
+    EXPECT_EQ(parse_memory_option("1G,prealloc=on,prealloc-method=populate").prealloc_method,
+              PreallocMethod::populate);
+}
+
+TEST(MemoryOption, ErrorsNameTheBadItem) {
+    struct Case {
+        const char* option;
+        const char* expected;
+    };
+    for (const Case& c : {
+             Case{"", "needs a size"},
+             Case{"1G,", "empty item"},
+             Case{"1G,,shared=on", "empty item"},
+             Case{"hugepages=2M", "needs a size"},
+             Case{"size=", "size=: size '' is not a number"},
+             Case{"size=12X", "size=12X: size '12X'"},
+             Case{"size=0", "cannot be empty"},
+             Case{"1G,2G", "'2G' is not key=value"},
+             Case{"size=1G,size=2G", "size is given twice"},
+             Case{"1G,size=2G", "size is given twice"},
+             Case{"1G,memory=2G", "unknown key 'memory'"},
+             Case{"1G,hugepages=3M", "hugepages=3M: expected none, 2M or 1G"},
+             Case{"1G,hugepages=huge", "hugepages=huge: size 'huge'"},
+             Case{"1G,shared=maybe", "shared=maybe: expected on or off"},
+             Case{"1G,prealloc=on,prealloc-threads=x", "prealloc-threads=x: expected a number"},
+             Case{"1G,prealloc=on,prealloc-threads=4x", "expected a number"},
+             Case{"1G,prealloc=on,prealloc-threads=5000", "from 0 to 1024"},
+             Case{"1G,prealloc=on,prealloc-method=memset", "expected one of touch, populate"},
+             Case{"1G,prealloc-threads=4", "need prealloc=on"},
+             Case{"1G,prealloc=off,prealloc-method=touch", "need prealloc=on"},
+             Case{"1G,host-node=-1", "host-node=-1: expected a number"},
+             Case{"1G,path=", "path=: must not be empty"},
+             Case{"3M,hugepages=2M", "size 3 MiB is not a whole number of 2 MiB pages"},
+             Case{"1536M,hugepages=1G", "1.5 GiB is not a whole number of 1 GiB pages"},
+             Case{"5K", "5 KiB is not a whole number of 4 KiB pages"},
+         }) {
+        EXPECT_THAT(error_of(parse_memory_option, c.option), HasSubstr(c.expected)) << c.option;
+        EXPECT_THAT(error_of(parse_memory_option, c.option), HasSubstr("--memory '")) << c.option;
+    }
+}
+
+}  // namespace
+}  // namespace mvmm
