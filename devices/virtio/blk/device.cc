@@ -93,7 +93,7 @@ std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues
 }  // namespace
 
 BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
-    : image(DiskImage::open(config)),
+    : image(DiskImage::open(config.path, config.read_only)),
       serial(disk_serial(config)),
       info{.capacity_sectors = image.size() / kSectorSize,
            .read_only = config.read_only,

@@ -48,7 +48,7 @@ std::vector<uint8_t> segment(uint64_t sector, uint32_t num_sectors, uint32_t fla
 
 class BlkDeviceTest : public ::testing::Test {
   protected:
-    void SetUp() override { make_device(image.config()); }
+    void SetUp() override { make_device(testing::disk_config(image)); }
 
     void make_device(const DiskConfig& config, uint16_t queue_size = 16) {
         device.reset();
@@ -155,7 +155,7 @@ TEST_F(BlkDeviceTest, FlushesAndAnswersGetId) {
     kick_and_wait(2);
     EXPECT_EQ(status_of(flush), 0);
     EXPECT_EQ(status_of(get_id), 0);
-    const std::string serial = disk_serial(image.config());
+    const std::string serial = disk_serial(testing::disk_config(image));
     auto id = guest.read(get_id.data, 20);
     EXPECT_EQ(std::string(id.begin(), id.begin() + serial.size()), serial);
 }
@@ -190,7 +190,7 @@ TEST_F(BlkDeviceTest, BadRequestsCompleteWithAnErrorAndTheQueueGoesOn) {
 }
 
 TEST_F(BlkDeviceTest, AReadOnlyDiskRefusesWrites) {
-    make_device(image.config(true));
+    make_device(testing::disk_config(image, true));
     EXPECT_TRUE(device->features() & (1ull << 5));    // VIRTIO_BLK_F_RO
     EXPECT_FALSE(device->features() & (1ull << 13));  // no DISCARD
     ASSERT_TRUE(activate());
@@ -212,7 +212,7 @@ T config_field(const BlkDevice& device, uint64_t offset) {
 }
 
 TEST_F(BlkDeviceTest, ConfigSpaceDescribesTheDisk) {
-    DiskConfig config = image.config();
+    DiskConfig config = testing::disk_config(image);
     config.queues = 4;
     make_device(config);
     EXPECT_EQ(device->device_id(), 2u);
@@ -229,12 +229,12 @@ TEST_F(BlkDeviceTest, ConfigSpaceDescribesTheDisk) {
     EXPECT_EQ(config_field<uint64_t>(*device, 1000), 0u);
     EXPECT_EQ(config_field<uint64_t>(*device, std::numeric_limits<uint64_t>::max() - 2), 0u);
 
-    make_device(image.config());
+    make_device(testing::disk_config(image));
     EXPECT_FALSE(device->features() & (1ull << 12)) << "MQ only with more than one queue";
 }
 
 TEST_F(BlkDeviceTest, ServesEveryQueueAndTheDriverMayUseFewer) {
-    DiskConfig config = image.config();
+    DiskConfig config = testing::disk_config(image);
     config.queues = 3;
     make_device(config);
     ActivateContext context{guest.memory(), kNegotiated, {}, {}, interrupt};
@@ -368,7 +368,7 @@ TEST_F(BlkDeviceTest, ResetWaitsForAnIoThreadAndNothingRunsAfterIt) {
 
 TEST_F(BlkDeviceTest, RefusesBadConfigurations) {
     device.reset();  // it holds the image's lock
-    DiskConfig config = image.config();
+    DiskConfig config = testing::disk_config(image);
     config.queues = 0;
     EXPECT_THROW(BlkDevice(config, io), std::invalid_argument);
     config.path = "/nonexistent.img";

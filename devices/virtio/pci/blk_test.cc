@@ -96,7 +96,8 @@ class BlkOverPciTest : public ::testing::Test {
             Disk disk;
             disk.image = std::make_unique<blk::testing::TempImage>(64 * 1024);
             disk.ring = std::make_unique<virtio::testing::TestDriver>(guest, 16);
-            auto device = std::make_unique<blk::BlkDevice>(disk.image->config(), io);
+            auto device =
+                std::make_unique<blk::BlkDevice>(blk::testing::disk_config(*disk.image), io);
             h.bridge.attach(
                 std::make_shared<VirtioPciFunction>(std::move(device), h.platform, guest.memory()),
                 devices::pci::NewRootPort{});
