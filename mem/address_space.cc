@@ -94,6 +94,8 @@ const typename AddressSpace<Addr>::FlatRange* AddressSpace<Addr>::lookup(const F
 template <class Addr>
 template <class Access>
 bool AddressSpace<Addr>::dispatch(Addr addr, uint64_t len, Access&& access) const {
+    // No bus cycle has zero bytes; devices may assume at least one (data[0], offset + n - 1).
+    if (len == 0) return false;
     std::shared_ptr<IoHandler> handler;  // keeps the device alive if it is unmapped meanwhile
     uint64_t offset;
     {

@@ -44,7 +44,8 @@ class AddressSpace {
     void update(RegionId id, Addr base, bool enabled);
     void remove(RegionId id);
 
-    // Lock-free dispatch; false when nothing is mapped over the whole access.
+    // Lock-free dispatch; false when nothing is mapped over the whole access, and for an
+    // empty access, which never reaches a device.
     bool read(Addr addr, std::span<uint8_t> data) const;
     bool write(Addr addr, std::span<const uint8_t> data) const;
 

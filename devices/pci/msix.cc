@@ -79,7 +79,7 @@ void MsixTable::read_table(uint64_t offset, std::span<uint8_t> data) {
 
 void MsixTable::write_table(uint64_t offset, std::span<const uint8_t> data) {
     std::lock_guard lock(mutex_);
-    if (offset >= table_bytes()) return;
+    if (data.empty() || offset >= table_bytes()) return;
     const auto n = std::min<uint64_t>(data.size(), table_bytes() - offset);
     std::memcpy(reinterpret_cast<uint8_t*>(entries_.data()) + offset, data.data(), n);
     for (uint64_t v = offset / kEntrySize; v <= (offset + n - 1) / kEntrySize; ++v) {

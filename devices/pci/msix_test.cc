@@ -73,6 +73,17 @@ TEST_F(MsixTest, TableReadsBackWhatWasWrittenWithReservedBitsClear) {
     msix.write_table(48, {reinterpret_cast<const uint8_t*>(&past_end), 4});  // ignored
 }
 
+// Issue 18: an empty write copied from null and walked entries up to offset + 0 - 1.
+TEST_F(MsixTest, EmptyTableWriteChangesNothing) {
+    write_control(kEnable);
+    for (uint64_t offset : {0ull, 12ull, 16ull, 47ull, 48ull})
+        msix.write_table(offset, std::span<const uint8_t>{});
+    uint32_t control;
+    msix.read_table(12, {reinterpret_cast<uint8_t*>(&control), 4});
+    EXPECT_EQ(control, 1u);
+    EXPECT_EQ(vector(0).routes, 0u);
+}
+
 TEST_F(MsixTest, NothingFiresWhileMsixIsDisabled) {
     write_entry(0, 0xfee0'0000, 0x30, 0);
     msix.notify(0);
