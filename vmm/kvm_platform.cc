@@ -129,6 +129,7 @@ void KvmPlatform::push_routes() {
     KvmFlexArray<kvm_irq_routing_entry> table(entries);
     check_syscall(::ioctl(vm_.fd(), table.ioctl_number(KVM_SET_GSI_ROUTING), table.data()),
                   "KVM_SET_GSI_ROUTING");
+    ++routing_pushes_;
 }
 
 }  // namespace mvmm

@@ -4,6 +4,7 @@
 
 #include <linux/kvm.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,9 @@ class KvmPlatform : public devices::Platform {
     void set_msi_route(uint32_t gsi, const devices::MsiMessage& message);
     void release_gsi(uint32_t gsi);
 
+    // KVM_SET_GSI_ROUTING calls so far (each replaces KVM's whole table).
+    uint64_t routing_pushes() const noexcept { return routing_pushes_.load(); }
+
   private:
     void push_routes();  // requires mutex_
 
@@ -34,6 +38,7 @@ class KvmPlatform : public devices::Platform {
     uint32_t next_gsi_;
     std::vector<uint32_t> free_gsis_;
     std::map<uint32_t, devices::MsiMessage> msi_routes_;
+    std::atomic<uint64_t> routing_pushes_{0};
 };
 
 }  // namespace mvmm

@@ -193,12 +193,12 @@ std::string Machine::exit_stats() const {
     return fmt::format(
         "peak_rss_kib={} vmm_rss_kib={} vmm_peak_rss_kib={} guest_resident_kib={} "
         "heap_rss_kib={} heap_size_kib={} trims={} trim_ns={} trim_policy={} rcu_batches={} "
-        "rcu_callbacks={}",
+        "rcu_callbacks={} gsi_routing_pushes={}",
         kib(status.vm_hwm_bytes), kib(status.vm_rss_bytes - std::min(status.vm_rss_bytes, guest)),
         kib(status.vm_hwm_bytes - std::min(status.vm_hwm_bytes, guest)), kib(guest),
         kib(smaps.heap_rss_bytes), kib(smaps.heap_size_bytes), trim.by_policy.trims,
         trim.by_policy.time.count(), rcu::to_string(trim.config.policy), trim.batches,
-        trim.callbacks);
+        trim.callbacks, platform_.routing_pushes());
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {
