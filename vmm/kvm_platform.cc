@@ -33,7 +33,10 @@ class KvmMsiVector : public devices::MsiVector {
     void route(const devices::MsiMessage& message) override {
         platform_.set_msi_route(gsi_, message);
     }
-    void trigger() override { trigger_.signal(); }
+    void trigger() override {
+        platform_.commit_routes();
+        trigger_.signal();
+    }
 
   private:
     KvmPlatform& platform_;
@@ -89,13 +92,19 @@ void KvmPlatform::set_msi_route(uint32_t gsi, const devices::MsiMessage& message
     auto [it, inserted] = msi_routes_.try_emplace(gsi, message);
     if (!inserted && it->second == message) return;
     it->second = message;
-    push_routes();
+    routes_changed_.store(true, std::memory_order_relaxed);
 }
 
 void KvmPlatform::release_gsi(uint32_t gsi) {
     std::lock_guard lock(mutex_);
-    if (msi_routes_.erase(gsi)) push_routes();
+    if (msi_routes_.erase(gsi)) routes_changed_.store(true, std::memory_order_relaxed);
     free_gsis_.push_back(gsi);
+}
+
+void KvmPlatform::commit_routes() {
+    if (!routes_changed_.load(std::memory_order_acquire)) return;
+    std::lock_guard lock(mutex_);
+    if (routes_changed_.load(std::memory_order_relaxed)) push_routes();
 }
 
 void KvmPlatform::push_routes() {
@@ -130,6 +139,7 @@ void KvmPlatform::push_routes() {
     check_syscall(::ioctl(vm_.fd(), table.ioctl_number(KVM_SET_GSI_ROUTING), table.data()),
                   "KVM_SET_GSI_ROUTING");
     ++routing_pushes_;
+    routes_changed_.store(false, std::memory_order_release);
 }
 
 }  // namespace mvmm
