@@ -1,8 +1,12 @@
 // A Platform for device tests: records MSI routes, triggers and ioeventfds instead of
-// talking to KVM.
+// talking to KVM.  A route takes effect at once, as KVM's does when the ioctl returns.
+// Vectors may be triggered from I/O threads: their counters are atomic, and `on_trigger`
+// (set before any trigger) sees each delivery on the triggering thread.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,9 +21,11 @@ namespace mvmm::devices::testing {
 class FakePlatform : public Platform {
   public:
     struct Vector {
-        std::optional<MsiMessage> message;
-        unsigned routes = 0;
-        unsigned triggers = 0;
+        size_t index = 0;                   // in allocation order
+        std::optional<MsiMessage> message;  // what KVM would deliver
+        std::atomic<unsigned> routes{0};
+        std::atomic<unsigned> triggers{0};
+        std::function<void(const Vector&)> on_trigger;
     };
     struct IoEventFd {
         GuestAddr addr;
@@ -30,6 +36,7 @@ class FakePlatform : public Platform {
 
     std::unique_ptr<MsiVector> allocate_msi_vector() override {
         vectors.push_back(std::make_shared<Vector>());
+        vectors.back()->index = vectors.size() - 1;
         return std::make_unique<FakeVector>(vectors.back());
     }
     void set_irq_line(uint32_t gsi, bool level) override { lines[gsi] = level; }
@@ -58,7 +65,10 @@ class FakePlatform : public Platform {
             state_->message = message;
             ++state_->routes;
         }
-        void trigger() override { ++state_->triggers; }
+        void trigger() override {
+            ++state_->triggers;
+            if (state_->on_trigger) state_->on_trigger(*state_);
+        }
 
       private:
         std::shared_ptr<Vector> state_;
