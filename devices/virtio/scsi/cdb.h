@@ -1,0 +1,111 @@
+// SCSI commands (SPC-4, SBC-3) parsed from a CDB into a checked Command before anything runs.
+// parse_cdb() is a pure function of the CDB bytes and the LUN's size: every field is checked
+// (CDB length, reserved bits this target gives no meaning, LBA + length past the end, with
+// wrap-around, writes to a read-only LUN), so each hostile CDB is a unit test, and what is not
+// a Command is the sense data a real target would return.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "devices/virtio/scsi/sense.h"
+#include "mem/result.h"
+
+namespace mvmm::devices::virtio::scsi {
+
+inline constexpr uint32_t kBlockSize = 512;
+
+// What parsing needs to know about the logical unit.
+struct LunInfo {
+    uint64_t blocks = 0;
+    bool read_only = false;
+};
+
+// Limits this target reports in the Block Limits VPD page and enforces.
+inline constexpr uint32_t kMaxUnmapBlocks = 1u << 21;  // per descriptor: 1 GiB, holes are cheap
+inline constexpr uint32_t kMaxUnmapDescriptors = 32;
+// 128 MiB: where fallocate cannot zero, the I/O thread writes the zeroes itself.
+inline constexpr uint32_t kMaxWriteSameBlocks = 1u << 18;
+inline constexpr uint32_t kUnmapGranularityBlocks = 8;  // host filesystems free 4 KiB blocks
+
+// The VPD pages INQUIRY answers, in the order page 00h lists them.
+inline constexpr uint8_t kVpdPages[] = {0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2};
+
+// Mode pages MODE SENSE answers; kAllPages asks for all of them.
+namespace mode_page {
+inline constexpr uint8_t kCaching = 0x08;
+inline constexpr uint8_t kControl = 0x0a;
+inline constexpr uint8_t kAllPages = 0x3f;
+}  // namespace mode_page
+
+enum class PageControl : uint8_t { Current = 0, Changeable = 1, Default = 2 };
+
+struct TestUnitReady {};
+struct StartStopUnit {};
+struct RequestSense {
+    bool descriptor_format = false;
+};
+struct Inquiry {
+    std::optional<uint8_t> vpd_page;  // standard data when empty
+};
+struct ModeSense {
+    uint8_t page = 0;
+    PageControl control = PageControl::Current;
+    bool block_descriptor = true;
+    bool ten = false;  // MODE SENSE(10): an 8-byte header
+};
+struct ReadCapacity {
+    bool sixteen = false;
+};
+struct ReportLuns {
+    bool well_known_only = false;  // this target has none: an empty list
+};
+struct Read {
+    uint64_t lba = 0;
+    uint32_t blocks = 0;
+};
+struct Write {
+    uint64_t lba = 0;
+    uint32_t blocks = 0;
+    bool fua = false;  // stable before it completes
+};
+struct SynchronizeCache {};
+struct Unmap {};  // the block descriptors come in the data-out buffer: parse_unmap_list()
+struct WriteSame {
+    uint64_t lba = 0;
+    uint32_t blocks = 0;
+    bool unmap = false;
+    bool no_data_out = false;  // NDOB: the block is zeroes, none is sent
+};
+
+using Operation =
+    std::variant<TestUnitReady, StartStopUnit, RequestSense, Inquiry, ModeSense, ReadCapacity,
+                 ReportLuns, Read, Write, SynchronizeCache, Unmap, WriteSame>;
+
+enum class Direction { None, In, Out };
+
+struct Command {
+    Operation operation;
+    Direction direction = Direction::None;
+    // The bytes the CDB moves: exactly this for transfers and parameter lists, at most this
+    // (the allocation length) for what the target answers.
+    uint64_t transfer_bytes = 0;
+};
+
+Result<Command, Sense> parse_cdb(std::span<const uint8_t> cdb, const LunInfo& lun);
+
+// A range of logical blocks to deallocate.
+struct BlockRange {
+    uint64_t lba = 0;
+    uint32_t blocks = 0;
+    bool operator==(const BlockRange&) const = default;
+};
+
+// UNMAP's parameter list (SBC-3, 5.28.2), copied out of the data-out buffer first.
+Result<std::vector<BlockRange>, Sense> parse_unmap_list(std::span<const uint8_t> list,
+                                                        const LunInfo& lun);
+
+}  // namespace mvmm::devices::virtio::scsi
