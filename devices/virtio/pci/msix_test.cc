@@ -85,7 +85,7 @@ class GuestView {
 class MsixUnderLoadTest : public ::testing::Test {
   protected:
     MsixUnderLoadTest() {
-        blk::DiskConfig config = image.config();
+        blk::DiskConfig config = blk::testing::disk_config(image);
         config.queues = kQueues;
         function = std::make_shared<VirtioPciFunction>(std::make_unique<blk::BlkDevice>(config, io),
                                                        h.platform, guest.memory());
