@@ -103,18 +103,11 @@ def run_all(runs, timeout=600):
                 r.code = p.wait(timeout=timeout)
                 r.output = Path(log.name).read_text(errors="replace")
         return
-    # The nested test host (TCG emulating SVM) sometimes hangs or a guest in it stalls (PLATFORM.md
-    # saw ~1 in 15 test host runs hang; see the closing note for the guest stalls with many disks).
-    # One retry of the whole session, said loudly; a second hang fails the test.
-    try:
-        _run_in_hostvm(mvmm, runs, timeout)
-    except HostHang as hang:
-        print(f"warning: {hang}; retrying the test host session once", flush=True)
-        _run_in_hostvm(mvmm, runs, timeout)
+    _run_in_hostvm(mvmm, runs, timeout)
 
 
-class HostHang(AssertionError):
-    """The test host VM, or a guest inside it, stopped making progress."""
+class Hang(AssertionError):
+    """The test host VM, or a guest or mvmm inside it, stopped making progress: a failure, never retried."""
 
 
 KILLED = 128 + 9  # exit code of a run that busybox timeout -s KILL ended
@@ -165,14 +158,14 @@ def _run_in_hostvm(mvmm, runs, timeout):
         os.unlink(script.name)
     out = p.stdout + p.stderr
     if p.returncode == 124:
-        raise HostHang("the test host VM hung:\n" + out[-3000:])
+        raise Hang("the test host VM hung:\n" + out[-3000:])
     for i, r in enumerate(runs):
         m = re.search(rf"MVMM-RUN-BEGIN {i}\r?\n(.*?)MVMM-RUN-END {i} (\d+)", out, re.S)
         if not m:
-            raise HostHang(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
+            raise Hang(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
         if r.code == KILLED:
-            raise HostHang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
+            raise Hang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)
