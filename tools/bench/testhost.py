@@ -192,6 +192,7 @@ class Collector:
         self.runs = {r.tag: r for r in runs}
         self.order = [r.tag for r in runs]
         self.on_end = on_end or (lambda run: None)
+        self.last_progress = time.monotonic()  # the latest BOOTBENCH line
         self.errors = []
         self.console = collections.deque(maxlen=40)  # the test host's other lines (its kernel, its shell)
 
@@ -201,6 +202,7 @@ class Collector:
             self.console.append(text.rstrip("\r"))
             return
         kind, rest = m.groups()
+        self.last_progress = time.monotonic()
         if kind == "ERROR":
             self.errors.append(rest)
             say(f"test host: {rest}")
@@ -283,7 +285,9 @@ def run_script(options, script, collector, runs):
     """Runs the script: its stdout goes to the collector, mvmm-hostvm's own messages (stderr) through to ours.
     Returns (exit code, a sentence when the test host hung or None, its messages)."""
     proc = start(options, script, runs)
-    silence = options.run_timeout + 120  # no run is silent that long unless the test host itself hangs
+    # No run goes that long without a runner line unless the test host itself is stuck (it may still print:
+    # a test host whose CPUs are locked up prints its watchdog's soft lockup reports, and nothing else).
+    silence = options.run_timeout + 120
     messages = []
 
     def message(text):
@@ -298,6 +302,9 @@ def run_script(options, script, collector, runs):
             ready, _, _ = select.select(list(sinks), [], [], 1.0)
             if not ready and time.monotonic() - last > silence:
                 hang = f"the test host printed nothing for {silence:g} s; stopped it"
+                break
+            if time.monotonic() - collector.last_progress > silence:
+                hang = f"no run started, ended or printed a marker for {silence:g} s; stopped the test host"
                 break
             for fd in ready:
                 data = os.read(fd, 65536)
