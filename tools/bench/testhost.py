@@ -33,7 +33,7 @@ QEMU_FIRMWARE = {"seabios": [], "qboot": ["-bios", "/usr/share/qemu/qboot.rom"]}
 EXIT_FIXTURE = 125  # mvmm-hostvm: the test host failed (crashed, rebooted, no /dev/kvm)
 TEST_HOST_BOOT = 300  # s allowed for building the layers and booting the test host
 KIB_PER_MIB = 1024
-HOST_CPUS = 2  # the test host VM's CPUs, as tools/mvmm-hostvm's default
+HOST_CPUS = 1  # the test host VM's CPUs, as tools/mvmm-hostvm's default (guest-images/README.md says why)
 
 
 class SetupError(Exception):
