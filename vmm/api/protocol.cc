@@ -99,7 +99,8 @@ Response execute_line(std::string_view line, ApiHandler& handler) {
     json request;
     try {
         request = json::parse(line, refuse_deep_nesting);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+        // parse_error, and out_of_range for a number no double holds (1e999).
         return {error_reply(ErrorClass::InvalidJson, std::string("not JSON: ") + e.what())};
     } catch (const TooDeep&) {
         return {

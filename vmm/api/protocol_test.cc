@@ -43,6 +43,12 @@ TEST_F(Protocol, MalformedJsonIsInvalidJson) {
     EXPECT_EQ(error_class("{\"execute\": \"\xff\"}"), "InvalidJson");
 }
 
+TEST_F(Protocol, NumbersNoDoubleHoldsAreInvalidJson) {
+    EXPECT_EQ(error_class(R"({"execute": "query-status", "id": 1e999})"), "InvalidJson");
+    EXPECT_EQ(error_class(R"({"execute": "query-status", "id": -1e999})"), "InvalidJson");
+    EXPECT_EQ(run(R"({"execute": "query-status", "id": 1e300})")["id"], 1e300);
+}
+
 TEST_F(Protocol, DeepNestingIsRefused) {
     const auto nested = [](int depth) {
         return R"({"execute": "query-status", "id": )" + std::string(depth, '[') +
