@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mem/ram_config.h"
 #include "vmm/layout.h"
 
 namespace mvmm::boot {
@@ -74,6 +75,24 @@ std::vector<E820Entry> build_e820(std::span<const std::pair<uint64_t, uint64_t>>
     return map;
 }
 
+GuestAddr place_initrd(const BzImage& image, uint64_t initrd_bytes, uint64_t low_ram_end) {
+    const setup_header& hdr = image.header;
+    const uint64_t limit = std::min<uint64_t>(low_ram_end, uint64_t{hdr.initrd_addr_max} + 1);
+    // A relocatable kernel decompresses itself at its preferred address (16 MiB).
+    const uint64_t kernel_start =
+        std::max<uint64_t>(hdr.pref_address, layout::kHighMemStart.value());
+    const uint64_t kernel_size = std::max<uint64_t>(hdr.init_size, image.kernel.size());
+    uint64_t kernel_end = 0;
+    if (__builtin_add_overflow(kernel_start, kernel_size, &kernel_end))
+        throw BootError("the bzImage's preferred address and init size add up past 2^64");
+    if (initrd_bytes > limit || ((limit - initrd_bytes) & ~(kPageSize - 1)) < kernel_end)
+        throw BootError("the initrd (" + format_size(initrd_bytes) +
+                        ") does not fit in guest RAM between the kernel's end at " +
+                        format_size(kernel_end) + " and " + format_size(limit) +
+                        "; give the guest more memory");
+    return GuestAddr((limit - initrd_bytes) & ~(kPageSize - 1));
+}
+
 BootInfo load_linux(const GuestMemory& memory, const BootInputs& in) {
     const setup_header& hdr = in.image.header;
     const GuestAddr kernel_addr = layout::kHighMemStart;
@@ -98,18 +117,8 @@ BootInfo load_linux(const GuestMemory& memory, const BootInputs& in) {
 
     GuestAddr initrd_addr{0};
     if (!in.initrd.empty()) {
-        // As high as allowed, below the end of low RAM and the header's limit, page aligned.
-        uint64_t low_end = memory.regions().front().end().value();
-        uint64_t limit = std::min<uint64_t>(low_end, uint64_t{hdr.initrd_addr_max} + 1);
-        // A relocatable kernel decompresses itself at its preferred address (16 MiB).
-        uint64_t kernel_end = std::max<uint64_t>(hdr.pref_address, kernel_addr.value()) +
-                              std::max<uint64_t>(hdr.init_size, in.image.kernel.size());
-        if (in.initrd.size() > limit ||
-            ((limit - in.initrd.size()) & ~(kPageSize - 1)) < kernel_end)
-            throw BootError("the initrd (" + std::to_string(in.initrd.size() >> 20) +
-                            " MiB) does not fit in guest RAM next to the kernel; give the guest "
-                            "more memory");
-        initrd_addr = GuestAddr((limit - in.initrd.size()) & ~(kPageSize - 1));
+        initrd_addr =
+            place_initrd(in.image, in.initrd.size(), memory.regions().front().end().value());
         write_or_throw(memory, initrd_addr, in.initrd, "the initrd");
         params.hdr.ramdisk_image = static_cast<uint32_t>(initrd_addr.value());
         params.hdr.ramdisk_size = static_cast<uint32_t>(in.initrd.size());

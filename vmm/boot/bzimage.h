@@ -53,6 +53,12 @@ struct BootInfo {
     GuestAddr initrd;
 };
 
+// Where an initrd of `initrd_bytes` goes: page aligned, as high as the header allows below
+// `low_ram_end`, above the kernel and the area it decompresses into.  Pure arithmetic on the
+// (untrusted) header, checked for wrap-around, so config validation can run it before any
+// memory exists.  Throws BootError when it does not fit.
+GuestAddr place_initrd(const BzImage& image, uint64_t initrd_bytes, uint64_t low_ram_end);
+
 // Writes kernel, initrd, command line and zero page to guest memory.  Throws BootError
 // when they do not fit (e.g. initrd larger than the RAM below the kernel's limit).
 BootInfo load_linux(const GuestMemory& memory, const BootInputs& inputs);

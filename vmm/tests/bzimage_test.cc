@@ -101,6 +101,30 @@ TEST(LoadLinux, RefusesAnInitrdThatDoesNotFit) {
     EXPECT_THROW(load_linux(memory, {image, initrd, "", e820, 0}), BootError);
 }
 
+TEST(PlaceInitrd, GoesAboveTheDecompressedKernelAndBelowTheLimits) {
+    auto file = make_bzimage();
+    header_of(file).initrd_addr_max = (64 << 20) - 1;
+    const auto image = parse_bzimage(file);
+    const auto at = place_initrd(image, 5000, 256 << 20);
+    EXPECT_EQ(at.value(), (64u << 20) - 8192);
+    EXPECT_THROW(place_initrd(image, (64 << 20) - (0x1000000 + 0x800000) + 1, 256 << 20),
+                 BootError);
+}
+
+TEST(PlaceInitrd, HeaderValuesThatWrapAroundAreRefused) {
+    // pref_address + init_size wraps past 2^64: without the check the kernel "ends" at a few
+    // MiB and the initrd lands on top of it.
+    auto file = make_bzimage();
+    header_of(file).pref_address = ~uint64_t{0} - 0xfff;
+    const auto image = parse_bzimage(file);
+    EXPECT_THROW(place_initrd(image, 4096, 256 << 20), BootError);
+    auto memory = make_memory(256 << 20);
+    std::vector<uint8_t> initrd(4096);
+    EXPECT_THROW(load_linux(memory, {image, initrd, "", {}, 0}), BootError);
+    header_of(file).pref_address = 512 << 20;  // above all RAM
+    EXPECT_THROW(place_initrd(parse_bzimage(file), 4096, 256 << 20), BootError);
+}
+
 TEST(LoadLinux, RefusesATooLongCommandLine) {
     auto file = make_bzimage();
     auto image = parse_bzimage(file);
