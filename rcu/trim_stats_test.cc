@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(MVMM_SANITIZER_RUNTIME)
 // The sanitizers bring their own allocator; glibc's malloc_trim() has nothing to give back.
 constexpr bool kGlibcHeap = false;
 #else

@@ -107,7 +107,7 @@ TEST(ProcessMemory, ThisProcess) {
     // mallinfo2() is read exactly when the build can trim glibc's heap.
     const std::optional<MallocTotals> malloc_totals = read_malloc_totals();
     ASSERT_EQ(malloc_totals.has_value(), rcu::trim_supported());
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(MVMM_SANITIZER_RUNTIME)
     // (The sanitizers bring their own allocator and leave glibc's heap empty.)
     if (malloc_totals) {
         EXPECT_GT(malloc_totals->arena + malloc_totals->hblkhd, 0u);
