@@ -34,6 +34,11 @@ def test_bad_input_exits_2_with_one_line():
         not_kernel.write_text("hello\n" * 400)
         truncated = Path(tmp) / "truncated"
         truncated.write_bytes(Path(kernel()).read_bytes()[:4096])
+        big_initrd = Path(tmp) / "big-initrd"
+        with open(big_initrd, "wb") as f:
+            f.truncate(60 << 20)
+        old_log = Path(tmp) / "old.log"
+        old_log.write_text("the last run's console\n")
         cases = [
             (["--kernel", "/no/such/kernel"], "does not exist"),
             (["--kernel", str(not_kernel)], "bzImage"),
@@ -45,6 +50,15 @@ def test_bad_input_exits_2_with_one_line():
             (["--kernel", kernel(), "--serial", "tcp:1"], "--serial"),
             (["--kernel", kernel(), "--no-such-flag"], "no-such-flag"),
             (["--kernel", kernel(), "--initrd", "/no/such/initrd"], "does not exist"),
+            (["--kernel", kernel(), "--io-threads", "100000"], "--io-threads"),
+            (["--kernel", kernel(), "--io-threads", "0"], "--io-threads"),
+            (["--kernel", kernel(), "--trim-factor", "nan"], "--trim-factor"),
+            (["--kernel", kernel(), *disks(249)], "--disk"),
+            (["--kernel", kernel(), *disks(32, ",bus=root")], "--disk"),
+            (["--kernel", kernel(), *disks(31, ",bus=root"), *disks(1)], "--disk"),
+            (["--kernel", kernel(), "--memory", "64M", "--initrd", str(big_initrd)], "initrd"),
+            (["--kernel", kernel(), "--serial", f"file:{tmp}/no/such/dir/log"], "--serial"),
+            (["--kernel", kernel(), "--serial", f"file:{old_log}", "--cpus", "0"], "--cpus"),
         ]
         for args, fragment in cases:
             code, out, _ = mvmm(*args)
@@ -52,6 +66,13 @@ def test_bad_input_exits_2_with_one_line():
             expect(fragment in out, f"{args}: message lacks '{fragment}':\n{out}")
             expect(len(out.strip().splitlines()) <= 2, f"{args}: more than one error line:\n{out}")
             expect("Traceback" not in out and "terminate called" not in out, f"{args}: crashed\n{out}")
+        expect(old_log.read_text() == "the last run's console\n", "a failed run truncated its --serial file")
+        expect(not Path(f"{tmp}/no").exists(), "a failed run created files")
+
+
+def disks(count, options=""):
+    """--disk arguments for `count` images that need not exist: counts are checked before any file."""
+    return [a for i in range(count) for a in ("--disk", f"path=/no/such/disk{i}.img{options}")]
 
 
 def test_pvm_host_refuses_quickly():

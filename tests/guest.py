@@ -63,7 +63,8 @@ class Run:
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
     # Shell commands run next to mvmm while it runs (busybox sh in the test host): $MVMM_CTL is
-    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to; their output is `companion_output`.
+    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid when it runs on this host (in
+    # the test host it is the only mvmm: `pidof mvmm`); their output is `companion_output`.
     companion: str = None
     companion_output: str = ""
     code: int = None
@@ -97,7 +98,7 @@ def run_all(runs, timeout=600):
             with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log:
                 p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=subprocess.STDOUT)
                 if r.companion:
-                    env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name)
+                    env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name, MVMM_PID=str(p.pid))
                     r.companion_output = subprocess.run(["sh", "-c", r.companion], env=env, capture_output=True,
                                                         text=True, timeout=timeout).stdout
                 r.code = p.wait(timeout=timeout)

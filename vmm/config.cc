@@ -6,11 +6,16 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 
+#include "devices/pci/host_bridge.h"
 #include "vmm/boot/bzimage.h"
+#include "vmm/io_threads.h"
+#include "vmm/layout.h"
 #include "vmm/options.h"
 
 namespace mvmm {
@@ -25,6 +30,46 @@ void check_readable_file(const std::string& what, const std::string& path) {
     if (!S_ISREG(st.st_mode)) throw UsageError(what + " '" + path + "' is not a regular file");
     if (::access(path.c_str(), R_OK) != 0)
         throw UsageError(what + " '" + path + "' is not readable");
+}
+
+// The file need not exist yet, but its directory must.
+void check_writable_file(const std::string& what, const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) throw UsageError(what + " '" + path + "' is a directory");
+        if (::access(path.c_str(), W_OK) != 0)
+            throw UsageError(what + " '" + path + "' is not writable");
+        return;
+    }
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw UsageError(what + " '" + path + "' cannot be created: no writable directory '" + dir +
+                         "'");
+}
+
+// Loading places the initrd the same way, once guest RAM exists.
+void check_initrd(const std::string& path, const boot::BzImage& kernel, uint64_t memory) {
+    check_readable_file("initrd", path);
+    const auto low_ram = layout::ram_ranges(memory).front();
+    try {
+        boot::place_initrd(kernel, std::filesystem::file_size(path),
+                           low_ram.base.value() + low_ram.size);
+    } catch (const boot::BootError& e) {
+        throw UsageError("initrd '" + path + "': " + e.what());
+    }
+}
+
+void check_disks(const std::vector<devices::virtio::blk::DiskConfig>& disks) {
+    using devices::virtio::blk::DiskBus;
+    const auto on_root = static_cast<unsigned>(
+        std::ranges::count(disks, DiskBus::Root, &devices::virtio::blk::DiskConfig::bus));
+    const auto behind_ports = static_cast<unsigned>(disks.size()) - on_root;
+    if (!devices::pci::fits_on_root_bus(on_root, behind_ports))
+        throw UsageError("--disk: " + std::to_string(on_root) + " bus=root disks and " +
+                         std::to_string(behind_ports) +
+                         " behind root ports do not fit on PCI bus 0 (31 slots: a bus=root "
+                         "disk takes a slot, root ports take eight to a slot)");
 }
 
 }  // namespace
@@ -64,7 +109,8 @@ Config parse_command_line(int argc, char** argv) {
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
                    "[,bus=rootport|root]; repeat for more disks");
     app.add_option("--io-threads", config.io_threads,
-                   "threads that run disk I/O (default: one per host CPU, at most 4)");
+                   "threads that run disk I/O (default: one per host CPU, at most 4)")
+        ->check(CLI::Range(1u, IoThreads::kMaxCount));
     app.add_option("--api-socket", config.api_socket,
                    "UNIX socket for management commands (query-status, query-memory, "
                    "trim-memory, quit; one JSON object per line)");
@@ -93,21 +139,26 @@ Config parse_command_line(int argc, char** argv) {
     for (const auto& disk : disks) config.disks.push_back(parse_disk_option(disk));
     try {
         config.trim.policy = rcu::parse_trim_policy(trim_policy);
-        config.trim.validate();
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--trim-policy: ") + e.what());
+    }
+    try {
+        config.trim.validate();
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--trim-factor: ") + e.what());
     }
     return config;
 }
 
 void validate(const Config& config) {
     check_readable_file("kernel", config.kernel);
+    const auto kernel_file = read_file(config.kernel, "kernel");
+    std::optional<boot::BzImage> kernel;
     try {
-        boot::parse_bzimage(read_file(config.kernel, "kernel"));
+        kernel = boot::parse_bzimage(kernel_file);
     } catch (const boot::BootError& e) {
         throw UsageError("kernel '" + config.kernel + "': " + e.what());
     }
-    if (!config.initrd.empty()) check_readable_file("initrd", config.initrd);
     if (config.cpus == 0 || config.cpus > kMaxCpus)
         throw UsageError("--cpus must be between 1 and " + std::to_string(kMaxCpus));
     const uint64_t memory = config.memory.size;
@@ -117,6 +168,10 @@ void validate(const Config& config) {
     if (memory > host)
         throw UsageError("--memory " + format_size(memory) + " is more than this host has (" +
                          format_size(host) + ")");
+    if (!config.initrd.empty()) check_initrd(config.initrd, *kernel, memory);
+    check_disks(config.disks);
+    if (config.serial.kind == SerialConfig::Kind::File)
+        check_writable_file("--serial file", config.serial.path);
 }
 
 }  // namespace mvmm

@@ -4,11 +4,14 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
+
 namespace mvmm {
 
 Console::Console(const SerialConfig& config) : stdio_(config.kind == SerialConfig::Kind::Stdio) {
     if (!stdio_) {
-        int fd = ::open(config.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        int fd = ::open(config.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) throw UsageError("cannot open serial output file '" + config.path + "'");
         file_ = Fd(fd);
     }
@@ -24,8 +27,12 @@ int Console::output_fd() const noexcept {
     return stdio_ ? STDOUT_FILENO : file_.get();
 }
 
-void Console::start_input(std::function<void(std::span<const uint8_t>)> sink) {
-    if (!stdio_) return;
+void Console::start(std::function<void(std::span<const uint8_t>)> sink) {
+    if (!stdio_) {
+        if (::ftruncate(file_.get(), 0) != 0)
+            throw std::system_error(errno, std::generic_category(), "truncating the serial file");
+        return;
+    }
     if (::isatty(STDIN_FILENO)) {
         // Raw mode: the guest's shell does line editing and sees Ctrl-C.
         termios t;

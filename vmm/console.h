@@ -16,14 +16,17 @@ namespace mvmm {
 
 class Console {
   public:
+    // Opens (creates) the output file, but leaves its contents alone until start(): a run that
+    // fails before the guest starts does not wipe the last run's log.
     explicit Console(const SerialConfig& config);
     ~Console();
     Console(const Console&) = delete;
     Console& operator=(const Console&) = delete;
 
     int output_fd() const noexcept;
-    // Starts forwarding stdin to `sink` (only for the stdio console).
-    void start_input(std::function<void(std::span<const uint8_t>)> sink);
+    // The guest starts: empties the output file, or starts forwarding stdin to `sink` (raw
+    // mode on a terminal) for the stdio console.
+    void start(std::function<void(std::span<const uint8_t>)> sink);
 
   private:
     Fd file_;

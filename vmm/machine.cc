@@ -99,10 +99,8 @@ void Machine::setup_devices() {
         else
             request_exit(kExitGuestReset, "the guest requested a reset");
     };
-    auto uart =
-        std::make_shared<devices::Uart16550>(platform_, acpi::kCom1Irq, console_.output_fd());
-    pio_.add(PioPort(acpi::kCom1Port), 8, uart, "com1");
-    console_.start_input([uart](std::span<const uint8_t> bytes) { uart->receive(bytes); });
+    uart_ = std::make_shared<devices::Uart16550>(platform_, acpi::kCom1Irq, console_.output_fd());
+    pio_.add(PioPort(acpi::kCom1Port), 8, uart_, "com1");
     pio_.add(PioPort(acpi::kPm1EventPort), 8,
              std::make_shared<devices::AcpiPm1>(acpi::kS5SleepType, on_power), "acpi-pm1");
     // 0xCF9 shares a dword with CONFIG_ADDRESS: the host bridge forwards it.
@@ -207,7 +205,7 @@ void Machine::request_exit(ExitCode code, const std::string& reason) {
         if (exit_code_) return;
         exit_code_ = code;
     }
-    if (code == kExitPowerOff)
+    if (code == kExitPowerOff || code > kExitSignalBase)
         spdlog::info("{}", reason);
     else
         spdlog::error("{} (exit code {})", reason, int(code));
@@ -218,6 +216,7 @@ void Machine::request_exit(ExitCode code, const std::string& reason) {
 }
 
 int Machine::run() {
+    console_.start([uart = uart_](std::span<const uint8_t> bytes) { uart->receive(bytes); });
     struct sigaction sa {};
     sa.sa_handler = [](int) {};
     ::sigaction(kKickSignal, &sa, nullptr);

@@ -25,6 +25,10 @@
 
 namespace mvmm {
 
+namespace devices {
+class Uart16550;
+}
+
 class Machine : public api::ApiHandler {
   public:
     // `disks` are opened already; the machine puts them on PCI and owns them from now on.
@@ -62,6 +66,7 @@ class Machine : public api::ApiHandler {
     MmioSpace mmio_;
     PioSpace pio_;
     Console console_;
+    std::shared_ptr<devices::Uart16550> uart_;
     std::unique_ptr<devices::pci::PciHostBridge> pci_;
     std::vector<std::unique_ptr<Vcpu>> vcpus_;
     std::vector<std::jthread> vcpu_threads_;

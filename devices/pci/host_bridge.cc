@@ -13,6 +13,7 @@ namespace mvmm::devices::pci {
 namespace {
 
 constexpr uint8_t kLastDevice = 31;
+constexpr unsigned kFunctionsPerSlot = 8;
 constexpr uint16_t kConfigAddressPort = 0xcf8;  // CONFIG_ADDRESS, then CONFIG_DATA at 0xCFC
 constexpr uint64_t kResetControlOffset = 1;     // port 0xCF9
 constexpr uint64_t kConfigDataOffset = 4;
@@ -140,6 +141,11 @@ PciHostBridge::PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace&
     legacy_region_ = pio_.add(
         PioPort(kConfigAddressPort), 8,
         std::make_shared<LegacyConfigHandler>(*this, std::move(reset_control)), "pci config ports");
+}
+
+bool fits_on_root_bus(unsigned slot_functions, unsigned root_ports) {
+    const uint64_t port_slots = (uint64_t{root_ports} + kFunctionsPerSlot - 1) / kFunctionsPerSlot;
+    return slot_functions + port_slots <= kLastDevice;
 }
 
 PciHostBridge::~PciHostBridge() {

@@ -73,6 +73,10 @@ struct RootBusAddress {
     uint8_t function = 0;
 };
 
+// Functions attached with RootBusSlot{} take a root-bus slot each, root ports share slots
+// eight to one, in slots 1-31 (at most 248 ports).  Whether that many of each fit, in any order.
+bool fits_on_root_bus(unsigned slot_functions, unsigned root_ports);
+
 class PciHostBridge {
   public:
     // `reset_control` receives byte accesses to port 0xCF9, the chipset's reset control

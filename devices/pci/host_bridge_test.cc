@@ -285,6 +285,35 @@ TEST(PciHostBridge, TakenOrMissingPlacementsThrow) {
     EXPECT_THROW(h.bridge.attach(three_bar_function(), NewRootPort{}), std::runtime_error);
 }
 
+// vmm checks the disk counts with fits_on_root_bus before building anything: it must agree
+// with what attach() accepts, whatever the order of the two kinds.
+TEST(PciHostBridge, FitsOnRootBusAgreesWithAttach) {
+    EXPECT_TRUE(fits_on_root_bus(31, 0));
+    EXPECT_TRUE(fits_on_root_bus(0, 248));
+    EXPECT_FALSE(fits_on_root_bus(32, 0));
+    EXPECT_FALSE(fits_on_root_bus(0, 249));
+    EXPECT_FALSE(fits_on_root_bus(31, 1));
+    EXPECT_FALSE(fits_on_root_bus(~0u, ~0u));
+    for (const auto& [slots, ports] : {std::pair{30u, 8u}, {30u, 9u}, {20u, 88u}, {20u, 89u}}) {
+        for (const bool ports_first : {false, true}) {
+            PciHarness h;
+            unsigned attached = 0;
+            try {
+                for (unsigned i = 0; i < slots + ports; ++i, ++attached) {
+                    const bool port = ports_first ? i < ports : i >= slots;
+                    if (port)
+                        h.bridge.attach(three_bar_function(), NewRootPort{});
+                    else
+                        h.bridge.attach(three_bar_function(), RootBusSlot{});
+                }
+            } catch (const std::runtime_error&) {
+            }
+            EXPECT_EQ(attached == slots + ports, fits_on_root_bus(slots, ports))
+                << slots << " slot functions, " << ports << " root ports";
+        }
+    }
+}
+
 TEST(PciHostBridge, LayoutIsValidated) {
     MmioSpace mmio;
     PioSpace pio;

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -113,6 +115,12 @@ DiskImage DiskImage::open(const std::string& path, bool ro) {
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
     return DiskImage(path, std::move(fd), size, ro);
+}
+
+DiskImage::~DiskImage() {
+    if (read_only_) return;
+    if (auto flushed = flush(); !flushed)
+        spdlog::error("{}: flush at close failed: {}", path_, flushed.error().message());
 }
 
 IoResult DiskImage::read(uint64_t offset, const GuestBuffers& into) const {

@@ -24,6 +24,9 @@ class DiskImage {
     // refused.  Throws std::runtime_error with a message for the user.
     static DiskImage open(const std::string& path, bool read_only);
 
+    // Flushes a writable image before closing it: what the guest wrote without asking for a
+    // flush reaches the disk too (a guest stopped by a signal).  A failure is logged.
+    ~DiskImage();
     DiskImage(const DiskImage&) = delete;
     DiskImage& operator=(const DiskImage&) = delete;
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "vmm/host_check.h"
 #include "vmm/tests/fake_bzimage.h"
@@ -72,6 +73,90 @@ TEST(Config, ValidateChecksFilesAndRanges) {
     c.kernel = kernel.string();
     EXPECT_THROW(validate(c), UsageError);
     std::filesystem::remove(kernel);
+}
+
+// The message names the option the user has to change.
+void expect_usage_error(const std::function<void()>& f, const std::string& fragment) {
+    try {
+        f();
+        ADD_FAILURE() << "accepted; expected an error naming " << fragment;
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+}
+
+TEST(Config, TrimFactorErrorsNameTrimFactor) {
+    for (const char* factor : {"nan", "inf", "0", "-1"})
+        expect_usage_error(
+            [&] {
+                parse({"--kernel", "k", "--trim-factor", factor});
+            },
+            "--trim-factor");
+}
+
+TEST(Config, IoThreadsAreBounded) {
+    EXPECT_EQ(parse({"--kernel", "k", "--io-threads", "64"}).io_threads, 64u);
+    for (const char* count : {"0", "65", "100000", "-1"})
+        expect_usage_error(
+            [&] {
+                parse({"--kernel", "k", "--io-threads", count});
+            },
+            "--io-threads");
+}
+
+class Validate : public ::testing::Test {
+  protected:
+    Validate() {
+        auto image = boot::make_bzimage();
+        std::ofstream(kernel, std::ios::binary)
+            .write(reinterpret_cast<const char*>(image.data()), std::streamsize(image.size()));
+        config.kernel = kernel.string();
+    }
+    ~Validate() override { std::filesystem::remove_all(dir); }
+
+    std::filesystem::path dir = [] {
+        auto d = std::filesystem::temp_directory_path() / "mvmm_validate_test";
+        std::filesystem::create_directories(d);
+        return d;
+    }();
+    std::filesystem::path kernel = dir / "kernel";
+    Config config;
+};
+
+TEST_F(Validate, DisksPastWhatPciBus0HoldsAreUsageErrors) {
+    using devices::virtio::blk::DiskBus;
+    devices::virtio::blk::DiskConfig on_root;
+    on_root.bus = DiskBus::Root;
+    config.disks.resize(248);
+    EXPECT_NO_THROW(validate(config));
+    config.disks.resize(249);
+    expect_usage_error([&] { validate(config); }, "--disk");
+    config.disks.assign(31, on_root);
+    EXPECT_NO_THROW(validate(config));
+    config.disks.push_back(on_root);
+    expect_usage_error([&] { validate(config); }, "--disk");
+    config.disks.back().bus = DiskBus::RootPort;
+    expect_usage_error([&] { validate(config); }, "--disk");
+}
+
+TEST_F(Validate, AnInitrdThatCannotBePlacedIsAUsageError) {
+    config.initrd = (dir / "initrd").string();
+    std::ofstream(config.initrd).close();
+    std::filesystem::resize_file(config.initrd, 1 << 20);
+    EXPECT_NO_THROW(validate(config));
+    config.memory.size = 64 << 20;
+    std::filesystem::resize_file(config.initrd, 60 << 20);  // over the kernel at 16-24 MiB
+    expect_usage_error([&] { validate(config); }, "initrd");
+}
+
+TEST_F(Validate, TheSerialFileMustBeCreatable) {
+    config.serial = {SerialConfig::Kind::File, (dir / "serial.log").string()};
+    EXPECT_NO_THROW(validate(config));
+    EXPECT_FALSE(std::filesystem::exists(dir / "serial.log"));  // checked, not created
+    config.serial.path = (dir / "no-such-dir" / "serial.log").string();
+    expect_usage_error([&] { validate(config); }, "--serial");
+    config.serial.path = dir.string();
+    expect_usage_error([&] { validate(config); }, "--serial");
 }
 
 TEST(HostCheck, RecognizesPvmAndMissingKvm) {
