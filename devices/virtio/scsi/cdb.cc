@@ -173,14 +173,16 @@ Result<std::vector<BlockRange>, Sense> parse_unmap_list(std::span<const uint8_t>
     const uint64_t count = descriptors_length / kDescriptor;
     if (count > kMaxUnmapDescriptors) return fail(sense::kInvalidFieldInParameterList);
     std::vector<BlockRange> ranges;
+    uint64_t total = 0;  // at most 32 x 32 bits: no wrap
     for (uint64_t i = 0; i < count; ++i) {
         const size_t at = kHeader + i * kDescriptor;
         const BlockRange range{load_be(list, at, 8),
                                static_cast<uint32_t>(load_be(list, at + 8, 4))};
-        if (range.blocks > kMaxUnmapBlocks) return fail(sense::kInvalidFieldInParameterList);
         if (!in_range(range.lba, range.blocks, lun)) return fail(sense::kLbaOutOfRange);
+        total += range.blocks;
         if (range.blocks > 0) ranges.push_back(range);
     }
+    if (total > kMaxUnmapBlocks) return fail(sense::kInvalidFieldInParameterList);
     return ranges;
 }
 

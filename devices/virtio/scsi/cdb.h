@@ -25,7 +25,7 @@ struct LunInfo {
 };
 
 // Limits this target reports in the Block Limits VPD page and enforces.
-inline constexpr uint32_t kMaxUnmapBlocks = 1u << 21;  // per descriptor: 1 GiB, holes are cheap
+inline constexpr uint32_t kMaxUnmapBlocks = 1u << 21;  // per command: 1 GiB, holes are cheap
 inline constexpr uint32_t kMaxUnmapDescriptors = 32;
 // 128 MiB: where fallocate cannot zero, the I/O thread writes the zeroes itself.
 inline constexpr uint32_t kMaxWriteSameBlocks = 1u << 18;

@@ -257,6 +257,9 @@ TEST(ParseUnmapList, RefusesHostileLists) {
     const LunInfo huge{.blocks = 1ull << 40};
     EXPECT_EQ(parse_unmap_list(unmap_list({{0, kMaxUnmapBlocks + 1}}), huge).error(),
               sense::kInvalidFieldInParameterList);
+    EXPECT_EQ(parse_unmap_list(unmap_list({{0, kMaxUnmapBlocks}, {1ull << 30, 1}}), huge).error(),
+              sense::kInvalidFieldInParameterList)
+        << "the limit is on the whole list";
     std::vector<uint8_t> many = unmap_list({});
     many.resize(8 + 16 * (kMaxUnmapDescriptors + 1), 0);
     const size_t length = 16 * (kMaxUnmapDescriptors + 1);
