@@ -111,6 +111,9 @@ VirtioPciFunction::VirtioPciFunction(std::unique_ptr<Device> device, Platform& p
 
 VirtioPciFunction::~VirtioPciFunction() {
     remove_ioeventfds();
+    // The device's I/O threads notify through transport_ and msix_, which die before device_:
+    // stop its queues first (reset waits for a batch in progress).
+    device_->reset();
 }
 
 uint16_t VirtioPciFunction::add_vendor_capability(uint8_t cfg_type, uint8_t length, uint64_t offset,

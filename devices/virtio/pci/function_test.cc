@@ -71,9 +71,11 @@ class VirtioPciTest : public ::testing::Test {
         return *h.platform.vectors.at(v);
     }
 
+    // The logs outlive the harness: destroying a function resets its device.
+    DeviceLog log;
+    DeviceLog other_log;
     devices::testing::PciHarness h;
     virtio::testing::TestGuest guest;
-    DeviceLog log;
     std::shared_ptr<VirtioPciFunction> function;
     PciAddr dev = attach();
     testing::PciDriver driver{h, dev};
@@ -308,7 +310,6 @@ TEST_F(VirtioPciTest, IoeventfdsFollowTheBar) {
 }
 
 TEST_F(VirtioPciTest, OverlappingBarsCostTheIoeventfdsNotTheVmm) {
-    DeviceLog other_log;
     auto other = std::make_shared<VirtioPciFunction>(std::make_unique<FakeDevice>(other_log),
                                                      h.platform, guest.memory());
     const PciAddr other_addr{0, h.bridge.attach(other, devices::pci::RootBusSlot{}).device, 0};
