@@ -2,6 +2,7 @@
 // features, config space, activate, reset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -62,5 +63,14 @@ class Device {
     // Set by the device when it hits a corrupt ring; the transport reports NEEDS_RESET.
     virtual bool needs_reset() const = 0;
 };
+
+// A read of a device's config space `config` at `offset`: bytes past its end read 0.
+inline void read_config_space(std::span<const uint8_t> config, uint64_t offset,
+                              std::span<uint8_t> data) {
+    std::ranges::fill(data, 0);
+    if (offset >= config.size()) return;
+    const size_t n = std::min<uint64_t>(data.size(), config.size() - offset);
+    std::copy_n(config.begin() + static_cast<ptrdiff_t>(offset), n, data.begin());
+}
 
 }  // namespace mvmm::devices::virtio

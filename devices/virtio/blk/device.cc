@@ -131,10 +131,7 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
       workers_(io, "virtio-blk " + config.path, counters_) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
-    std::fill(data.begin(), data.end(), 0);
-    if (offset >= config_space_.size()) return;
-    const size_t n = std::min<uint64_t>(data.size(), config_space_.size() - offset);
-    std::copy_n(config_space_.begin() + static_cast<ptrdiff_t>(offset), n, data.begin());
+    read_config_space(config_space_, offset, data);
 }
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {

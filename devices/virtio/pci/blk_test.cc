@@ -20,9 +20,6 @@ namespace mvmm::devices::virtio::pci {
 namespace {
 
 using namespace std::chrono_literals;
-using devices::testing::PciAddr;
-namespace reg = devices::pci::reg;
-namespace command = devices::pci::command;
 
 constexpr int kDisks = 64;
 constexpr uint64_t kWindow = 0xc000'0000;  // each port gets 1 MiB of it
@@ -37,23 +34,9 @@ struct Disk {
 
 class BlkOverPciTest : public ::testing::Test {
   protected:
-    // What Linux does with a root port and the device behind it when no firmware ran.
     void enumerate() {
-        uint8_t bus = 1;
-        for (uint8_t d = 1; d < 32; ++d) {
-            for (uint8_t f = 0; f < 8; ++f) {
-                const PciAddr port{0, d, f};
-                if (h.ecam_read<uint16_t>(port, reg::kVendorId) == 0xffff) continue;
-                const uint32_t window = static_cast<uint32_t>((kWindow >> 16) + (bus - 1) * 0x10);
-                h.ecam_write<uint32_t>(port, reg::kPrimaryBus, bus << 8 | bus << 16);
-                h.ecam_write<uint32_t>(port, reg::kMemoryBase, window | window << 16);
-                h.ecam_write<uint16_t>(port, reg::kCommand, command::kMemorySpace);
-                auto driver = std::make_unique<testing::PciDriver>(h, PciAddr{bus, 0, 0});
-                driver->assign_bar(uint64_t{window} << 16);
-                disks.at(bus - 1).driver = std::move(driver);
-                ++bus;
-            }
-        }
+        auto drivers = testing::enumerate_root_ports(h, kWindow);
+        for (size_t i = 0; i < drivers.size(); ++i) disks.at(i).driver = std::move(drivers[i]);
     }
 
     // virtio_pci_modern's probe, one queue with MSI-X vector 1.

@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "devices/pci/config_space.h"
 #include "devices/pci/test_harness.h"
@@ -113,6 +115,16 @@ class PciDriver {
     static constexpr uint8_t kDriverOkStatus =
         status::kAcknowledge | status::kDriver | status::kFeaturesOk | status::kDriverOk;
 
+    // Device-specific configuration (virtio_cread/virtio_cwrite).
+    template <class T>
+    T device_config(size_t offset) {
+        return h_.mmio_read<T>(bar_ + VirtioPciFunction::kDeviceOffset + offset);
+    }
+    template <class T>
+    void set_device_config(size_t offset, T v) {
+        h_.mmio_write<T>(bar_ + VirtioPciFunction::kDeviceOffset + offset, v);
+    }
+
     // What vp_notify does: the queue index, 16 bits, at the queue's notify address.
     void kick(uint16_t queue) {
         const uint16_t notify_off = [&] {
@@ -129,5 +141,30 @@ class PciDriver {
     devices::testing::PciAddr function_;
     uint64_t bar_ = 0;
 };
+
+// What Linux does with the root ports on bus 0 and the function behind each when no firmware
+// ran: a bus number and a 1 MiB memory window (from `window` up) per port, BAR 0 of the
+// function assigned, decoding on.  Returns a driver per function, in slot order.
+inline std::vector<std::unique_ptr<PciDriver>> enumerate_root_ports(devices::testing::PciHarness& h,
+                                                                    uint64_t window) {
+    namespace reg = devices::pci::reg;
+    std::vector<std::unique_ptr<PciDriver>> drivers;
+    uint8_t bus = 1;
+    for (uint8_t d = 1; d < 32; ++d) {
+        for (uint8_t f = 0; f < 8; ++f) {
+            const devices::testing::PciAddr port{0, d, f};
+            if (h.ecam_read<uint16_t>(port, reg::kVendorId) == 0xffff) continue;
+            const auto base = static_cast<uint32_t>((window >> 16) + (bus - 1) * 0x10);
+            h.ecam_write<uint32_t>(port, reg::kPrimaryBus, bus << 8 | bus << 16);
+            h.ecam_write<uint32_t>(port, reg::kMemoryBase, base | base << 16);
+            h.ecam_write<uint16_t>(port, reg::kCommand, devices::pci::command::kMemorySpace);
+            auto driver = std::make_unique<PciDriver>(h, devices::testing::PciAddr{bus, 0, 0});
+            driver->assign_bar(uint64_t{base} << 16);
+            drivers.push_back(std::move(driver));
+            ++bus;
+        }
+    }
+    return drivers;
+}
 
 }  // namespace mvmm::devices::virtio::pci::testing

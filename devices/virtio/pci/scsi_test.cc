@@ -1,0 +1,137 @@
+// virtio-scsi over virtio-pci behind PCIe root ports, without a vCPU: the test enumerates the
+// bus like Linux, initializes each controller like virtio_pci_modern + virtio_scsi (config
+// writes of cdb_size and sense_size, three queues with MSI-X), and sends commands through the
+// rings and the notify area while an I/O thread runs the controllers.
+#include <gtest/gtest.h>
+#include <linux/virtio_scsi.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "devices/pci/test_harness.h"
+#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/scsi/big_endian.h"
+#include "devices/virtio/scsi/controller.h"
+#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_image.h"
+#include "devices/virtio/test_io.h"
+
+namespace mvmm::devices::virtio::pci {
+namespace {
+
+namespace vt = ::mvmm::devices::virtio::testing;
+namespace scsi = ::mvmm::devices::virtio::scsi;
+
+constexpr uint64_t kWindow = 0xc000'0000;
+constexpr uint16_t kLuns = 300;  // past 255: flat space addressing
+
+struct Controller {
+    std::vector<std::unique_ptr<vt::TempImage>> images;
+    std::vector<std::unique_ptr<vt::TestDriver>> rings;  // control, event, request
+    std::unique_ptr<testing::PciDriver> driver;
+};
+
+class ScsiOverPciTest : public ::testing::Test {
+  protected:
+    void add_controller(uint16_t luns) {
+        Controller controller;
+        scsi::ControllerConfig config{
+            .id = "c" + std::to_string(controllers.size()), .request_queues = 1, .luns = {}};
+        for (uint16_t lun = 0; lun < luns; ++lun) {
+            controller.images.push_back(std::make_unique<vt::TempImage>(4096, 0));
+            config.luns.push_back(
+                {controller.images.back()->path(), lun, false, "s" + std::to_string(lun)});
+        }
+        h.bridge.attach(
+            std::make_shared<VirtioPciFunction>(std::make_unique<scsi::ScsiController>(config, io),
+                                                h.platform, guest.memory()),
+            devices::pci::NewRootPort{});
+        controllers.push_back(std::move(controller));
+    }
+
+    // virtio_pci_modern's probe, then virtscsi_init: sizes, then the queues.
+    void initialize(Controller& c) {
+        c.driver->enable_msix(4);
+        c.driver->negotiate(kFeatureVersion1 | kFeatureEventIdx);
+        c.driver->set_device_config<uint32_t>(offsetof(virtio_scsi_config, cdb_size), 32);
+        c.driver->set_device_config<uint32_t>(offsetof(virtio_scsi_config, sense_size), 96);
+        c.driver->set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
+        for (uint16_t q = 0; q < 3; ++q) {
+            c.rings.push_back(std::make_unique<vt::TestDriver>(guest, 16));
+            c.driver->setup_queue(q, c.rings[q]->config(), q + 1);
+        }
+        c.driver->set_status(testing::PciDriver::kDriverOkStatus);
+    }
+
+    // One command on the request queue; returns where its data-in (or data-out) lies.
+    GuestAddr command(Controller& c, uint16_t lun, std::initializer_list<uint8_t> cdb,
+                      std::span<const uint8_t> out, uint32_t in) {
+        virtio_scsi_cmd_req header{};
+        header.lun[0] = 1;
+        header.lun[2] = uint8_t(0x40 | lun >> 8);
+        header.lun[3] = uint8_t(lun);
+        std::copy(cdb.begin(), cdb.end(), header.cdb);
+        const GuestAddr request = guest.alloc(sizeof header);
+        guest.write(request, std::span(reinterpret_cast<const uint8_t*>(&header), sizeof header));
+        std::vector<vt::TestDriver::Buffer> chain{{request, uint32_t(sizeof header), false}};
+        GuestAddr data;
+        if (!out.empty()) {
+            data = guest.alloc(out.size());
+            guest.write(data, out);
+            chain.push_back({data, uint32_t(out.size()), false});
+        }
+        responses.push_back(guest.alloc(sizeof(virtio_scsi_cmd_resp)));
+        chain.push_back({responses.back(), uint32_t(sizeof(virtio_scsi_cmd_resp)), true});
+        if (in) {
+            data = guest.alloc(in);
+            chain.push_back({data, in, true});
+        }
+        c.rings[2]->add_chain(chain);
+        c.driver->kick(2);
+        return data;
+    }
+
+    boost::asio::io_context io;
+    vt::IoThread io_thread{io};
+    vt::TestGuest guest{8 << 20};
+    devices::testing::PciHarness h;
+    std::vector<Controller> controllers;
+    std::vector<GuestAddr> responses;
+};
+
+TEST_F(ScsiOverPciTest, TwoControllersAndThreeHundredLunsBehindRootPorts) {
+    add_controller(kLuns);
+    add_controller(2);
+    auto drivers = testing::enumerate_root_ports(h, kWindow);
+    ASSERT_EQ(drivers.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        controllers[i].driver = std::move(drivers[i]);
+        EXPECT_EQ(h.ecam_read<uint16_t>({uint8_t(i + 1), 0, 0}, 2), 0x1048) << "virtio-scsi";
+        initialize(controllers[i]);
+        ASSERT_EQ(controllers[i].driver->status(), testing::PciDriver::kDriverOkStatus);
+        EXPECT_EQ(
+            controllers[i].driver->device_config<uint32_t>(offsetof(virtio_scsi_config, max_lun)),
+            scsi::kMaxLun);
+    }
+    Controller& big = controllers[0];
+    const GuestAddr luns = command(big, 0, {0xa0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}, {}, 4096);
+    const auto pattern = vt::pattern(512, 42);
+    command(big, kLuns - 1, {0x2a, 0, 0, 0, 0, 3, 0, 0, 1, 0}, pattern, 0);
+    command(controllers[1], 1, {0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0}, pattern, 0);
+    ASSERT_TRUE(vt::eventually([&] { return big.rings[2]->used_idx() == 2; }));
+    ASSERT_TRUE(vt::eventually([&] { return controllers[1].rings[2]->used_idx() == 1; }));
+
+    const auto list = guest.read(luns, 8 + 8 * kLuns);
+    EXPECT_EQ(scsi::load_be(list, 0, 4), 8u * kLuns);
+    EXPECT_EQ(scsi::load_be(list, 8 + 8 * 299, 2), 0x4000u | 299);
+    for (GuestAddr response : responses) EXPECT_EQ(guest.read(response, 12)[10], 0) << "status";
+    EXPECT_EQ(big.images[kLuns - 1]->read(3 * 512, 512), pattern);
+    EXPECT_EQ(controllers[1].images[1]->read(0, 512), pattern);
+    EXPECT_GE(h.platform.vectors.at(3)->triggers, 1u) << "controller 0's request queue vector";
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio::pci

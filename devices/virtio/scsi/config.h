@@ -1,0 +1,29 @@
+// What a virtio-scsi controller is made of; vmm/ parses --scsi-controller and the --disk
+// options that name it into this, checked (vmm/options.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mvmm::devices::virtio::scsi {
+
+// LUN numbers 0 to 16383: single-level flat space addressing, the range Linux's virtio_scsi
+// driver reaches.
+inline constexpr uint16_t kMaxLun = 16383;
+inline constexpr uint16_t kMaxRequestQueues = 64;
+
+struct LunConfig {
+    std::string path;
+    uint16_t lun = 0;  // at most kMaxLun, unique on its controller
+    bool read_only = false;
+    std::string serial;  // printable ASCII, not empty: the LUN's names come from it
+};
+
+struct ControllerConfig {
+    std::string id;               // for messages: "c0"
+    uint16_t request_queues = 1;  // 1 to kMaxRequestQueues
+    std::vector<LunConfig> luns;
+};
+
+}  // namespace mvmm::devices::virtio::scsi

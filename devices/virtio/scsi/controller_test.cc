@@ -1,0 +1,251 @@
+// The device harness: the test plays Linux's virtio_scsi driver over guest memory (control,
+// event and request queues), kicks real eventfds, and an I/O thread runs the controller.
+#include "devices/virtio/scsi/controller.h"
+
+#include <gtest/gtest.h>
+#include <linux/virtio_scsi.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "devices/virtio/scsi/big_endian.h"
+#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_image.h"
+#include "devices/virtio/test_io.h"
+
+namespace mvmm::devices::virtio::scsi {
+namespace {
+
+namespace vt = ::mvmm::devices::virtio::testing;
+using namespace std::chrono_literals;
+
+constexpr uint64_t kFeatures = kFeatureVersion1 | kFeatureEventIdx | kFeatureIndirectDesc;
+
+std::array<uint8_t, 8> address(uint16_t lun, uint8_t target = 0) {
+    return {1, target, uint8_t(0x40 | lun >> 8), uint8_t(lun), 0, 0, 0, 0};
+}
+
+struct Sent {
+    GuestAddr response;
+    GuestAddr data;
+};
+
+class ControllerTest : public ::testing::Test {
+  protected:
+    void make(uint16_t request_queues = 1) {
+        ControllerConfig config{.id = "c0", .request_queues = request_queues, .luns = {}};
+        config.luns.push_back({disk.path(), 0, false, "disk-0"});
+        config.luns.push_back({disk2.path(), 3, true, "disk-3"});
+        controller.reset();  // it holds the images' locks
+        controller = std::make_unique<ScsiController>(config, io);
+        drivers.clear();
+        kicks.clear();
+        for (uint16_t i = 0; i < controller->num_queues(); ++i) {
+            drivers.push_back(std::make_unique<vt::TestDriver>(guest, 16));
+            kicks.emplace_back();
+        }
+    }
+    bool activate() {
+        ActivateContext context{guest.memory(), kFeatures, {}, {}, interrupt};
+        for (size_t i = 0; i < drivers.size(); ++i) {
+            context.queues.push_back(drivers[i]->config());
+            context.kicks.push_back(&kicks[i]);
+        }
+        return controller->activate(std::move(context));
+    }
+    void SetUp() override {
+        make();
+        ASSERT_TRUE(activate());
+    }
+
+    // A command on request queue `queue`: header, data-out; response, data-in.
+    Sent send(std::array<uint8_t, 8> lun, std::initializer_list<uint8_t> cdb,
+              std::span<const uint8_t> out = {}, uint32_t in = 0, size_t queue = 2) {
+        virtio_scsi_cmd_req header{};
+        std::memcpy(header.lun, lun.data(), 8);
+        std::copy(cdb.begin(), cdb.end(), header.cdb);
+        const GuestAddr request = guest.alloc(sizeof header);
+        guest.write(request, std::span(reinterpret_cast<const uint8_t*>(&header), sizeof header));
+        std::vector<vt::TestDriver::Buffer> chain{{request, uint32_t(sizeof header), false}};
+        Sent sent{guest.alloc(sizeof(virtio_scsi_cmd_resp)), {}};
+        if (!out.empty()) {
+            sent.data = guest.alloc(out.size());
+            guest.write(sent.data, out);
+            chain.push_back({sent.data, uint32_t(out.size()), false});
+        }
+        chain.push_back({sent.response, uint32_t(sizeof(virtio_scsi_cmd_resp)), true});
+        if (in > 0) {
+            sent.data = guest.alloc(in);
+            chain.push_back({sent.data, in, true});
+        }
+        drivers[queue]->add_chain(chain);
+        kicks[queue].signal();
+        return sent;
+    }
+    void wait_used(uint16_t count, size_t queue = 2) {
+        ASSERT_TRUE(vt::eventually([&] { return drivers[queue]->used_idx() == count; }))
+            << "queue " << queue << " used " << drivers[queue]->used_idx();
+    }
+    virtio_scsi_cmd_resp response_of(const Sent& sent) const {
+        virtio_scsi_cmd_resp response{};
+        auto bytes = guest.read(sent.response, sizeof response);
+        std::memcpy(&response, bytes.data(), sizeof response);
+        return response;
+    }
+
+    vt::TestGuest guest{1 << 20};
+    vt::TempImage disk{64 * 512, 0xaa};
+    vt::TempImage disk2{8 * 512, 0xbb};
+    boost::asio::io_context io;
+    vt::IoThread io_thread{io};
+    vt::FakeInterrupt interrupt;
+    std::unique_ptr<ScsiController> controller;
+    std::vector<std::unique_ptr<vt::TestDriver>> drivers;
+    std::deque<EventFd> kicks;
+};
+
+TEST_F(ControllerTest, ConfigSpaceSaysOneTargetManyLuns) {
+    virtio_scsi_config config{};
+    controller->read_config(0, std::span(reinterpret_cast<uint8_t*>(&config), sizeof config));
+    EXPECT_EQ(config.num_queues, 1u);
+    EXPECT_EQ(config.max_target, 0) << "Linux scans one target with REPORT LUNS";
+    EXPECT_EQ(config.max_lun, kMaxLun);
+    EXPECT_EQ(config.seg_max, ScsiController::kQueueSize - 2u);
+    EXPECT_EQ(config.cdb_size, 32u);
+    EXPECT_EQ(config.sense_size, 96u);
+    EXPECT_EQ(controller->device_id(), 8u);
+    EXPECT_EQ(controller->num_queues(), 3);
+    EXPECT_FALSE(controller->features() & (1ull << VIRTIO_SCSI_F_HOTPLUG));
+}
+
+TEST_F(ControllerTest, TheDriverSetsCdbAndSenseSizesAndAResetRestoresThem) {
+    const uint32_t sense = 32;
+    controller->write_config(offsetof(virtio_scsi_config, sense_size),
+                             std::span(reinterpret_cast<const uint8_t*>(&sense), 4));
+    const uint32_t max_lun = 5;
+    controller->write_config(offsetof(virtio_scsi_config, max_lun),
+                             std::span(reinterpret_cast<const uint8_t*>(&max_lun), 4));
+    virtio_scsi_config config{};
+    controller->read_config(0, std::span(reinterpret_cast<uint8_t*>(&config), sizeof config));
+    EXPECT_EQ(config.sense_size, 32u);
+    EXPECT_EQ(config.max_lun, kMaxLun) << "read-only";
+    controller->reset();
+    controller->read_config(0, std::span(reinterpret_cast<uint8_t*>(&config), sizeof config));
+    EXPECT_EQ(config.sense_size, 96u);
+}
+
+TEST_F(ControllerTest, WritesAndReadsThroughTheRequestQueue) {
+    const auto data = vt::pattern(1024, 7);
+    const auto write = send(address(0), {0x2a, 0, 0, 0, 0, 2, 0, 0, 2, 0}, data);
+    wait_used(1);
+    EXPECT_EQ(response_of(write).response, VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(response_of(write).status, 0);
+    EXPECT_EQ(disk.read(2 * 512, 1024), data);
+    const auto read = send(address(0), {0x28, 0, 0, 0, 0, 2, 0, 0, 2, 0}, {}, 1536);
+    wait_used(2);
+    EXPECT_EQ(response_of(read).resid, 512u) << "1024 of 1536 bytes moved";
+    EXPECT_EQ(guest.read(read.data, 1024), data);
+    EXPECT_EQ(drivers[2]->used(1).len, sizeof(virtio_scsi_cmd_resp) + 1024);
+    EXPECT_GE(interrupt.queue_notifications.load(), 1);
+}
+
+TEST_F(ControllerTest, ScanningFindsEveryLunWithoutTouchingAnImage) {
+    const auto report = send(address(0), {0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}, {}, 256);
+    const auto capacity = send(address(3), {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {}, 8);
+    const auto nothing = send(address(1), {0x12, 0, 0, 0, 36, 0}, {}, 36);
+    wait_used(3);
+    auto luns = guest.read(report.data, 24);
+    EXPECT_EQ(load_be(luns, 0, 4), 16u);
+    EXPECT_EQ(luns[17], 3);
+    EXPECT_EQ(load_be(guest.read(capacity.data, 4), 0, 4), 7u);
+    EXPECT_EQ(guest.read(nothing.data, 1)[0], 0x7f);
+}
+
+TEST_F(ControllerTest, ErrorsReachTheGuestAsResponsesAndSense) {
+    const auto protected_write =
+        send(address(3), {0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0}, std::vector<uint8_t>(512, 1));
+    const auto other_target = send(address(0, 1), {0x00});
+    const auto overrun = send(address(0), {0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0}, {}, 512);
+    wait_used(3);
+    EXPECT_EQ(response_of(protected_write).status, 2);
+    EXPECT_EQ(response_of(protected_write).sense[2], 0x07) << "DATA PROTECT";
+    EXPECT_EQ(response_of(other_target).response, VIRTIO_SCSI_S_BAD_TARGET);
+    EXPECT_EQ(response_of(overrun).response, VIRTIO_SCSI_S_OVERRUN);
+    EXPECT_EQ(disk2.read(0, 512), std::vector<uint8_t>(512, 0xbb));
+    EXPECT_EQ(controller->counters().check_conditions.load(), 1u);
+    EXPECT_EQ(controller->counters().bad_targets.load(), 1u);
+    EXPECT_EQ(controller->counters().overruns.load(), 1u);
+    EXPECT_FALSE(controller->needs_reset());
+}
+
+TEST_F(ControllerTest, ABadlyFramedRequestFailsAloneAndTheQueueGoesOn) {
+    const GuestAddr header = guest.alloc(8), response = guest.alloc(sizeof(virtio_scsi_cmd_resp));
+    const vt::TestDriver::Buffer short_header[] = {
+        {header, 8, false}, {response, uint32_t(sizeof(virtio_scsi_cmd_resp)), true}};
+    drivers[2]->add_chain(short_header);
+    const auto good = send(address(0), {0x00});
+    wait_used(2);
+    EXPECT_EQ(guest.read(response, 12)[11], VIRTIO_SCSI_S_FAILURE);
+    EXPECT_EQ(response_of(good).response, VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(controller->counters().bad_requests.load(), 1u);
+}
+
+// The control queue: a TMF waits for the commands in flight, then completes.
+TEST_F(ControllerTest, TaskManagementAndNotificationQueriesAreAnswered) {
+    auto control = [&](auto request, size_t response_size) {
+        const GuestAddr in = guest.alloc(sizeof request), out = guest.alloc(response_size);
+        guest.write(in, std::span(reinterpret_cast<const uint8_t*>(&request), sizeof request));
+        const vt::TestDriver::Buffer chain[] = {{in, uint32_t(sizeof request), false},
+                                                {out, uint32_t(response_size), true}};
+        drivers[0]->add_chain(chain);
+        kicks[0].signal();
+        return out;
+    };
+    auto tmf = [&](uint32_t subtype, std::array<uint8_t, 8> lun) {
+        virtio_scsi_ctrl_tmf_req request{};
+        request.type = VIRTIO_SCSI_T_TMF;
+        request.subtype = subtype;
+        std::memcpy(request.lun, lun.data(), 8);
+        return control(request, 1);
+    };
+    const GuestAddr reset = tmf(VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, address(0));
+    const GuestAddr abort_missing = tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK, address(9));
+    const GuestAddr bad_target = tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK, address(0, 2));
+    const GuestAddr aca = tmf(VIRTIO_SCSI_T_TMF_CLEAR_ACA, address(0));
+    virtio_scsi_ctrl_an_req query{};
+    query.type = VIRTIO_SCSI_T_AN_QUERY;
+    query.event_requested = 0xff;
+    const GuestAddr an = control(query, sizeof(virtio_scsi_ctrl_an_resp));
+    wait_used(5, 0);
+    EXPECT_EQ(guest.read(reset, 1)[0], VIRTIO_SCSI_S_OK) << "FUNCTION COMPLETE";
+    EXPECT_EQ(guest.read(abort_missing, 1)[0], VIRTIO_SCSI_S_INCORRECT_LUN);
+    EXPECT_EQ(guest.read(bad_target, 1)[0], VIRTIO_SCSI_S_BAD_TARGET);
+    EXPECT_EQ(guest.read(aca, 1)[0], VIRTIO_SCSI_S_FUNCTION_REJECTED);
+    const auto an_response = guest.read(an, 5);
+    EXPECT_EQ(load_be(an_response, 0, 4), 0u) << "no events supported";
+    EXPECT_EQ(an_response[4], VIRTIO_SCSI_S_OK);
+}
+
+TEST_F(ControllerTest, EventBuffersStayWithTheDevice) {
+    const GuestAddr event = guest.alloc(sizeof(virtio_scsi_event));
+    const vt::TestDriver::Buffer chain[] = {{event, uint32_t(sizeof(virtio_scsi_event)), true}};
+    drivers[1]->add_chain(chain);
+    kicks[1].signal();
+    send(address(0), {0x00});
+    wait_used(1);
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(drivers[1]->used_idx(), 0) << "no event to report";
+}
+
+TEST_F(ControllerTest, EveryRequestQueueServes) {
+    make(4);
+    ASSERT_TRUE(activate());
+    for (size_t queue = 2; queue < 6; ++queue) send(address(0), {0x00}, {}, 0, queue);
+    for (size_t queue = 2; queue < 6; ++queue) wait_used(1, queue);
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio::scsi

@@ -1,0 +1,113 @@
+#include "devices/virtio/scsi/target.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace mvmm::devices::virtio::scsi {
+namespace {
+
+constexpr uint8_t kRequestSense = 0x03, kInquiry = 0x12, kReportLuns = 0xa0;
+
+// Whether the driver's buffers carry the CDB's transfer: data the wrong way, or less room
+// than the CDB moves, is an overrun (virtio 1.2, 5.6.6.1), as QEMU reports it.
+bool fits(const Command& command, const GuestBuffers& data_out, const GuestBuffers& data_in) {
+    switch (command.direction) {
+        case Direction::None:
+            return true;
+        case Direction::In:
+            return data_out.empty() && command.transfer_bytes <= data_in.size();
+        case Direction::Out:
+            return data_in.empty() && command.transfer_bytes <= data_out.size();
+    }
+    return false;
+}
+
+// Runs one parsed command.  `lun` is null only for the commands a LUN with no disk answers.
+class Runner {
+  public:
+    Runner(Lun* lun, const Target& target, const Command& command, const GuestBuffers& data_out,
+           const GuestBuffers& data_in)
+        : lun_(lun), target_(target), command_(command), out_(data_out), in_(data_in) {}
+
+    Outcome operator()(const TestUnitReady&) const { return Outcome::good(); }
+    Outcome operator()(const StartStopUnit&) const { return Outcome::good(); }
+    Outcome operator()(const RequestSense& request) const {
+        // Sense goes back with each CHECK CONDITION (autosense): none is left to report.
+        const Sense& sense = lun_ ? sense::kNoSense : sense::kLunNotSupported;
+        if (request.descriptor_format) return answer(descriptor_sense(sense));
+        const auto fixed = fixed_sense(sense);
+        return answer({fixed.begin(), fixed.end()});
+    }
+    Outcome operator()(const Inquiry& request) const {
+        if (!lun_) {
+            if (request.vpd_page) return Outcome::check(sense::kLunNotSupported);
+            return answer(inquiry_data(false));
+        }
+        if (!request.vpd_page) return answer(inquiry_data(true));
+        return answer(vpd_page(*request.vpd_page, lun_->info(), lun_->identity()));
+    }
+    Outcome operator()(const ModeSense& request) const {
+        return answer(mode_sense_data(request, lun_->info()));
+    }
+    Outcome operator()(const ReadCapacity& request) const {
+        return answer(read_capacity_data(request.sixteen, lun_->info()));
+    }
+    Outcome operator()(const ReportLuns& request) const {
+        return answer(report_luns_data(request.well_known_only ? std::span<const uint16_t>{}
+                                                               : target_.lun_numbers()));
+    }
+    Outcome operator()(const Read& request) const { return lun_->read(request, in_); }
+    Outcome operator()(const Write& request) const { return lun_->write(request, out_); }
+    Outcome operator()(const SynchronizeCache&) const { return lun_->synchronize_cache(); }
+    Outcome operator()(const Unmap&) const {
+        return lun_->unmap(out_.slice(0, command_.transfer_bytes));
+    }
+    Outcome operator()(const WriteSame& request) const { return lun_->write_same(request, out_); }
+
+  private:
+    // What the target answers itself, cut to the allocation length.
+    Outcome answer(const std::vector<uint8_t>& data) const {
+        const auto bytes =
+            std::span(data).first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
+        in_.copy_from(0, bytes);
+        return Outcome::good(bytes.size());
+    }
+
+    Lun* lun_;
+    const Target& target_;
+    const Command& command_;
+    const GuestBuffers& out_;
+    const GuestBuffers& in_;
+};
+
+}  // namespace
+
+Target::Target(const std::vector<LunConfig>& luns) {
+    for (const LunConfig& config : luns) {
+        if (config.lun > kMaxLun)
+            throw std::invalid_argument("LUN " + std::to_string(config.lun) + " is past " +
+                                        std::to_string(kMaxLun));
+        if (config.lun >= luns_.size()) luns_.resize(config.lun + 1);
+        if (luns_[config.lun])
+            throw std::invalid_argument("LUN " + std::to_string(config.lun) + " is given twice");
+        luns_[config.lun] = std::make_unique<Lun>(config);
+        numbers_.push_back(config.lun);
+    }
+    std::ranges::sort(numbers_);
+}
+
+TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
+                              const GuestBuffers& data_out, const GuestBuffers& data_in) {
+    Lun* lun = find(number);
+    if (!lun &&
+        (cdb.empty() || (cdb[0] != kInquiry && cdb[0] != kReportLuns && cdb[0] != kRequestSense)))
+        return {Delivery::Done, Outcome::check(sense::kLunNotSupported)};
+    auto command = parse_cdb(cdb, lun ? lun->info() : LunInfo{});
+    if (!command) return {Delivery::Done, Outcome::check(command.error())};
+    if (!fits(*command, data_out, data_in)) return {Delivery::Overrun, {}};
+    const Runner runner(lun, *this, *command, data_out, data_in);
+    return {Delivery::Done, std::visit(runner, command->operation)};
+}
+
+}  // namespace mvmm::devices::virtio::scsi
