@@ -114,6 +114,11 @@ Config parse_command_line(int argc, char** argv) {
     app.add_option("--api-socket", config.api_socket,
                    "UNIX socket for management commands (query-status, query-memory, "
                    "trim-memory, quit; one JSON object per line)");
+    app.add_option("--vcpu-watchdog", config.vcpu_watchdog,
+                   "log a vCPU dump when a vCPU has not come back from KVM_RUN SEC seconds "
+                   "after a kick (0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0u, 3600u));
     std::string trim_policy = "drain";
     app.add_option("--trim-policy", trim_policy,
                    "when the RCU call thread gives free heap back to the OS: off, batch (after "

@@ -28,8 +28,9 @@ struct Config {
     std::string log_level = "info";
     rcu::TrimConfig trim;
     std::vector<devices::virtio::blk::DiskConfig> disks;
-    unsigned io_threads = 0;  // 0: IoThreads::default_count()
-    std::string api_socket;   // empty: no management socket
+    unsigned io_threads = 0;     // 0: IoThreads::default_count()
+    std::string api_socket;      // empty: no management socket
+    unsigned vcpu_watchdog = 0;  // seconds; 0: off
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

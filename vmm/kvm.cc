@@ -98,8 +98,23 @@ kvm_sregs Vcpu::get_sregs() const {
 void Vcpu::set_sregs(const kvm_sregs& s) const {
     kvm_ioctl(fd(), KVM_SET_SREGS, "KVM_SET_SREGS", &s);
 }
+kvm_regs Vcpu::get_regs() const {
+    kvm_regs r{};
+    kvm_ioctl(fd(), KVM_GET_REGS, "KVM_GET_REGS", &r);
+    return r;
+}
 void Vcpu::set_regs(const kvm_regs& r) const {
     kvm_ioctl(fd(), KVM_SET_REGS, "KVM_SET_REGS", &r);
+}
+kvm_vcpu_events Vcpu::get_vcpu_events() const {
+    kvm_vcpu_events e{};
+    kvm_ioctl(fd(), KVM_GET_VCPU_EVENTS, "KVM_GET_VCPU_EVENTS", &e);
+    return e;
+}
+kvm_mp_state Vcpu::get_mp_state() const {
+    kvm_mp_state m{};
+    kvm_ioctl(fd(), KVM_GET_MP_STATE, "KVM_GET_MP_STATE", &m);
+    return m;
 }
 void Vcpu::set_fpu(const kvm_fpu& f) const {
     kvm_ioctl(fd(), KVM_SET_FPU, "KVM_SET_FPU", &f);

@@ -89,7 +89,10 @@ class Vcpu {
     void set_cpuid(std::span<const kvm_cpuid_entry2> entries) const;
     kvm_sregs get_sregs() const;
     void set_sregs(const kvm_sregs& sregs) const;
+    kvm_regs get_regs() const;
     void set_regs(const kvm_regs& regs) const;
+    kvm_vcpu_events get_vcpu_events() const;
+    kvm_mp_state get_mp_state() const;
     void set_fpu(const kvm_fpu& fpu) const;
     void set_msrs(std::span<const kvm_msr_entry> msrs) const;
     kvm_lapic_state get_lapic() const;

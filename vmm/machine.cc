@@ -1,7 +1,5 @@
 #include "vmm/machine.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <sys/ioctl.h>
 
 #include <spdlog/spdlog.h>
@@ -25,9 +23,6 @@
 namespace mvmm {
 
 namespace {
-
-// Signal used to kick vCPU threads out of KVM_RUN; its handler does nothing.
-constexpr int kKickSignal = SIGUSR1;
 
 constexpr uint32_t kMsrMiscEnable = 0x1a0;
 constexpr uint64_t kMiscEnableFastStrings = 1;
@@ -78,7 +73,8 @@ Machine::Machine(const Config& config, std::vector<Disk> disks)
       vm_(kvm_),
       memory_(allocate_memory(config)),
       platform_(vm_),
-      console_(config.serial) {
+      console_(config.serial),
+      diagnostics_(config.cpus) {
     memory_.register_with_kvm(vm_.fd());
     rcu::set_trim_policy(config.trim);
     setup_devices();
@@ -89,7 +85,7 @@ Machine::Machine(const Config& config, std::vector<Disk> disks)
 
 Machine::~Machine() {
     stopping_ = true;
-    for (auto& t : vcpu_threads_) ::pthread_kill(t.native_handle(), kKickSignal);
+    diagnostics_.kick_all();
 }
 
 void Machine::setup_devices() {
@@ -111,7 +107,10 @@ void Machine::setup_devices() {
 
 void Machine::attach_disks(std::vector<Disk> disks) {
     using devices::virtio::blk::DiskBus;
-    for (auto& disk : disks) {
+    for (size_t i = 0; i < disks.size(); ++i) {
+        Disk& disk = disks[i];
+        diagnostics_.add_device(fmt::format("disk {} ({})", i, config_.disks.at(i).path),
+                                disk.device->counters());
         auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
             std::move(disk.device), platform_, memory_);
         if (disk.bus == DiskBus::Root)
@@ -210,16 +209,13 @@ void Machine::request_exit(ExitCode code, const std::string& reason) {
     else
         spdlog::error("{} (exit code {})", reason, int(code));
     stopping_ = true;
-    for (auto& vcpu : vcpus_) vcpu->run().immediate_exit = 1;
-    for (auto& t : vcpu_threads_) ::pthread_kill(t.native_handle(), kKickSignal);
+    diagnostics_.kick_all();
     exit_cv_.notify_all();
 }
 
 int Machine::run() {
     console_.start([uart = uart_](std::span<const uint8_t> bytes) { uart->receive(bytes); });
-    struct sigaction sa {};
-    sa.sa_handler = [](int) {};
-    ::sigaction(kKickSignal, &sa, nullptr);
+    diagnostics_.start(std::chrono::seconds(config_.vcpu_watchdog));
     {
         // Start all vCPU threads while holding the lock, so request_exit() kicks them all.
         std::lock_guard lock(exit_mutex_);
@@ -228,6 +224,8 @@ int Machine::run() {
     std::unique_lock lock(exit_mutex_);
     exit_cv_.wait(lock, [&] { return exit_code_.has_value(); });
     lock.unlock();
+    if (*exit_code_ == kExitGuestCrash)
+        diagnostics_.dump("the guest crashed", spdlog::level::err, std::chrono::seconds(2));
     for (auto& t : vcpu_threads_) t.join();
     vcpu_threads_.clear();
     rcu::drain();  // the address-space updates of this boot, freed and trimmed per the policy
@@ -237,20 +235,23 @@ int Machine::run() {
 
 void Machine::vcpu_loop(const Vcpu& vcpu) {
     rcu::ThreadRegistration rcu_reader;
+    VcpuProbe& probe = diagnostics_.probe(vcpu.index());
+    probe.attach(vcpu);
     // Benchmarks time the start of guest execution from this line (tools/boot-bench).
     if (vcpu.index() == 0) spdlog::debug("vCPU 0: first KVM_RUN");
     try {
         while (!stopping_) {
-            if (::ioctl(vcpu.fd(), KVM_RUN, 0) < 0) {
+            if (probe.run() < 0) {
                 if (errno == EINTR || errno == EAGAIN) continue;
                 throw_errno("KVM_RUN");
             }
-            if (!handle_exit(vcpu)) return;
+            if (!handle_exit(vcpu)) break;
         }
     } catch (const std::exception& e) {
         request_exit(kExitInternalError,
                      std::string("vCPU ") + std::to_string(vcpu.index()) + ": " + e.what());
     }
+    probe.detach();
 }
 
 bool Machine::handle_exit(const Vcpu& vcpu) {

@@ -22,6 +22,7 @@
 #include "vmm/exit_code.h"
 #include "vmm/kvm.h"
 #include "vmm/kvm_platform.h"
+#include "vmm/vcpu_diagnostics.h"
 
 namespace mvmm {
 
@@ -68,6 +69,7 @@ class Machine : public api::ApiHandler {
     Console console_;
     std::shared_ptr<devices::Uart16550> uart_;
     std::unique_ptr<devices::pci::PciHostBridge> pci_;
+    VcpuDiagnostics diagnostics_;  // kicks and dumps; outlives the vCPU threads
     std::vector<std::unique_ptr<Vcpu>> vcpus_;
     std::vector<std::jthread> vcpu_threads_;
 

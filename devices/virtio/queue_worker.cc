@@ -13,6 +13,20 @@
 
 namespace mvmm::devices::virtio {
 
+void QueueCounters::record_used(uint16_t queue) noexcept {
+    using namespace std::chrono;
+    const auto us = duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+    last_used_.store(static_cast<uint64_t>(us) << 16 | queue, std::memory_order_relaxed);
+}
+
+std::optional<LastUsed> QueueCounters::last_used() const noexcept {
+    using namespace std::chrono;
+    const uint64_t word = last_used_.load(std::memory_order_relaxed);
+    if (word == 0) return std::nullopt;
+    return LastUsed{static_cast<uint16_t>(word & 0xffff),
+                    steady_clock::time_point(microseconds(word >> 16))};
+}
+
 // One queue's life between start() and stop(): wait for a kick on the io_context, drain the
 // ring in batches, hand each chain to the handler, notify.  Handlers hold a shared_ptr, so
 // the worker outlives a handler still queued after stop(); such a handler sees stopped_ and
@@ -133,6 +147,7 @@ Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
             const DescriptorChain& chain = **popped;
             ++counters_.requests;
             queue_.push_used(chain.head, handler_.handle(chain));
+            counters_.record_used(index_);
         }
         if (budget == 0) return Drained::More;
         if (!queue_.enable_notifications()) return Drained::Idle;

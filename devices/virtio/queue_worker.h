@@ -7,9 +7,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,11 +34,26 @@ class RequestHandler {
     virtual uint32_t handle(const DescriptorChain& chain) = 0;
 };
 
-// What the workers of one device report; the device reads it from any thread.
+// When a worker last returned a chain to the driver (wrote guest memory and the used ring).
+struct LastUsed {
+    uint16_t queue = 0;
+    std::chrono::steady_clock::time_point at;
+};
+
+// What the workers of one device report; the device (and crash diagnostics) read it from
+// any thread.
 struct QueueCounters {
     std::atomic<uint64_t> requests{0};       // chains returned to the driver
     std::atomic<uint64_t> failed_queues{0};  // stopped by a corrupt ring (or a host error)
     std::atomic<bool> needs_reset{false};    // set with failed_queues; cleared by the device
+
+    void record_used(uint16_t queue) noexcept;
+    std::optional<LastUsed> last_used() const noexcept;  // nullopt: nothing returned yet
+
+  private:
+    // Microseconds of steady_clock << 16 | queue: one word, so a reader never pairs one
+    // chain's queue with another's time.  0: never.
+    std::atomic<uint64_t> last_used_{0};
 };
 
 // The workers of one device's queues, from activation to reset.

@@ -96,6 +96,23 @@ TEST_F(QueueWorkersTest, HandsEveryChainToTheHandlerAndNotifies) {
     EXPECT_TRUE(vt::eventually([&] { return interrupt.queue_notifications.load() == 2; }));
 }
 
+TEST_F(QueueWorkersTest, RemembersWhenAndOnWhichQueueAChainWasLastReturned) {
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    EXPECT_FALSE(counters.last_used());
+    const auto before = std::chrono::steady_clock::now();
+    submit(1, 1);
+    kicks[1].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[1]->used_idx() == 1; }));
+    const auto last = counters.last_used();
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->queue, 1);
+    // Kept in microseconds: within one of the clock.
+    EXPECT_GE(last->at, before - std::chrono::microseconds(1));
+    EXPECT_LE(last->at, std::chrono::steady_clock::now());
+}
+
 TEST_F(QueueWorkersTest, LeavesQueuesWithoutAHandlerAlone) {
     IncrementHandler handler;
     vt::IoThread thread(io);

@@ -37,6 +37,13 @@ TEST(Config, RejectsBadOptions) {
     EXPECT_THROW(parse({"--kernel", "k", "--memory", "size=1G,hugepages=3M"}), UsageError);
     EXPECT_THROW(parse({"--kernel", "k", "--trim-policy", "sometimes"}), UsageError);
     EXPECT_THROW(parse({"--kernel", "k", "--trim-factor", "-1"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--vcpu-watchdog", "3601"}), UsageError);
+    EXPECT_THROW(parse({"--kernel", "k", "--vcpu-watchdog", "-1"}), UsageError);
+}
+
+TEST(Config, VcpuWatchdogIsOffUnlessAsked) {
+    EXPECT_EQ(parse({"--kernel", "k"}).vcpu_watchdog, 0u);
+    EXPECT_EQ(parse({"--kernel", "k", "--vcpu-watchdog", "30"}).vcpu_watchdog, 30u);
 }
 
 TEST(Config, ParsesMemoryAndTrimOptions) {
