@@ -61,10 +61,11 @@ std::vector<typename AddressSpace<Addr>::FlatRange> AddressSpace<Addr>::render(
                 next.push_back(std::move(f));
                 continue;
             }
-            if (f.start < start) next.push_back({f.start, start, f.region_base, f.handler});
-            if (f.end > end) next.push_back({end, f.end, f.region_base, f.handler});
+            if (f.start < start)
+                next.push_back({f.start, start, f.region_base, f.handler, f.accesses});
+            if (f.end > end) next.push_back({end, f.end, f.region_base, f.handler, f.accesses});
         }
-        next.push_back({start, end, r.base, r.handler});
+        next.push_back({start, end, r.base, r.handler, r.accesses});
         flat = std::move(next);
     }
     std::sort(flat.begin(), flat.end(), [](auto& a, auto& b) { return a.start < b.start; });
@@ -73,10 +74,12 @@ std::vector<typename AddressSpace<Addr>::FlatRange> AddressSpace<Addr>::render(
 
 template <class Addr>
 void AddressSpace<Addr>::rebuild() {
+    const auto started = std::chrono::steady_clock::now();
     auto view = std::make_unique<FlatView>();
     view->ranges = render(regions_);
     view->generation = ++generation_;
     view_.publish(std::move(view));
+    rebuild_time_ += std::chrono::steady_clock::now() - started;
 }
 
 template <class Addr>
@@ -101,7 +104,11 @@ bool AddressSpace<Addr>::dispatch(Addr addr, uint64_t len, Access&& access) cons
     {
         rcu::ReadGuard guard;
         const FlatRange* f = lookup(*view_.load(), addr.value(), len);
-        if (!f) return false;
+        if (!f) {
+            unclaimed_.fetch_add(1, std::memory_order_relaxed);
+            return false;
+        }
+        f->accesses->fetch_add(1, std::memory_order_relaxed);
         handler = f->handler;
         offset = addr.value() - f->region_base;
     }
@@ -123,6 +130,14 @@ template <class Addr>
 uint64_t AddressSpace<Addr>::generation() const noexcept {
     rcu::ReadGuard guard;
     return view_.load()->generation;
+}
+
+template <class Addr>
+AddressSpaceStats AddressSpace<Addr>::stats() const {
+    std::lock_guard lock(writer_mutex_);
+    AddressSpaceStats stats{generation_, rebuild_time_, unclaimed_.load(), {}};
+    for (const Region& r : regions_) stats.by_region.push_back({r.name, r.accesses->load()});
+    return stats;
 }
 
 template class AddressSpace<GuestAddr>;

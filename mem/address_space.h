@@ -5,6 +5,8 @@
 // and the old view is freed by the RCU call thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,18 @@ class IoHandler {
 };
 
 using RegionId = uint64_t;
+
+// What an address space did so far: for exit statistics and the boot report.
+struct AddressSpaceStats {
+    uint64_t rebuilds = 0;                    // views rendered and published
+    std::chrono::nanoseconds rebuild_time{};  // spent rendering and publishing them
+    uint64_t unclaimed = 0;                   // accesses no region answered
+    struct RegionAccesses {
+        std::string name;
+        uint64_t accesses = 0;
+    };
+    std::vector<RegionAccesses> by_region;  // regions mapped now, with the accesses they answered
+};
 
 template <class Addr>
 class AddressSpace {
@@ -52,6 +66,10 @@ class AddressSpace {
     // How many views were published so far (each one a grace period's worth of garbage).
     uint64_t generation() const noexcept;
 
+    AddressSpaceStats stats() const;
+
+    // Accesses a region answered; shared by its flat ranges in every view, counted relaxed.
+    using AccessCounter = std::shared_ptr<std::atomic<uint64_t>>;
     struct Region {
         RegionId id;
         uint64_t base;
@@ -59,12 +77,14 @@ class AddressSpace {
         bool enabled;
         std::shared_ptr<IoHandler> handler;
         std::string name;
+        AccessCounter accesses = std::make_shared<std::atomic<uint64_t>>(0);
     };
     struct FlatRange {
         uint64_t start;
         uint64_t end;  // exclusive
         uint64_t region_base;
         std::shared_ptr<IoHandler> handler;
+        AccessCounter accesses;
     };
     struct FlatView {
         std::vector<FlatRange> ranges;
@@ -80,10 +100,12 @@ class AddressSpace {
     template <class Access>
     bool dispatch(Addr addr, uint64_t len, Access&& access) const;
 
-    std::mutex writer_mutex_;
+    mutable std::mutex writer_mutex_;
     std::vector<Region> regions_;
     RegionId next_id_ = 1;
     uint64_t generation_ = 0;
+    std::chrono::nanoseconds rebuild_time_{};  // requires writer_mutex_
+    mutable std::atomic<uint64_t> unclaimed_{0};
     rcu::Pointer<FlatView> view_;
 };
 

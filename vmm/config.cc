@@ -119,6 +119,9 @@ Config parse_command_line(int argc, char** argv) {
                    "after a kick (0: off)")
         ->capture_default_str()
         ->check(CLI::Range(0u, 3600u));
+    app.add_option("--report", config.report,
+                   "write a JSON report of this run to FILE at exit, also when it fails: phase "
+                   "times, guest markers, memory, trims, VM exits (README.md, \"Boot report\")");
     std::string trim_policy = "drain";
     app.add_option("--trim-policy", trim_policy,
                    "when the RCU call thread gives free heap back to the OS: off, batch (after "

@@ -31,6 +31,7 @@ struct Config {
     unsigned io_threads = 0;     // 0: IoThreads::default_count()
     std::string api_socket;      // empty: no management socket
     unsigned vcpu_watchdog = 0;  // seconds; 0: off
+    std::string report;          // empty: no boot report (--report FILE)
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

@@ -14,7 +14,6 @@
 #include "rcu/rcu.h"
 #include "rcu/trim.h"
 #include "vmm/acpi/tables.h"
-#include "vmm/api/process_memory.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/boot/long_mode.h"
 #include "vmm/cpuid.h"
@@ -68,19 +67,23 @@ void dispatch(const Space& space, Addr addr, uint8_t* data, uint32_t len, bool i
 
 }  // namespace
 
-Machine::Machine(const Config& config, std::vector<Disk> disks)
+Machine::Machine(const Config& config, std::vector<Disk> disks, BootReport* report)
     : config_(config),
+      report_(report),
       vm_(kvm_),
       memory_(allocate_memory(config)),
       platform_(vm_),
       console_(config.serial),
       diagnostics_(config.cpus) {
+    stamp(BootEvent::RamReady);
     memory_.register_with_kvm(vm_.fd());
     rcu::set_trim_policy(config.trim);
     setup_devices();
     attach_disks(std::move(disks));
+    stamp(BootEvent::DevicesReady);
     for (unsigned i = 0; i < config.cpus; ++i) vcpus_.push_back(std::make_unique<Vcpu>(vm_, i));
     load_guest();
+    stamp(BootEvent::GuestLoaded);
 }
 
 Machine::~Machine() {
@@ -95,7 +98,10 @@ void Machine::setup_devices() {
         else
             request_exit(kExitGuestReset, "the guest requested a reset");
     };
-    uart_ = std::make_shared<devices::Uart16550>(platform_, acpi::kCom1Irq, console_.output_fd());
+    devices::Uart16550::TransmitTap tap;
+    if (report_) tap = [report = report_](uint8_t byte) { report->serial_byte(byte); };
+    uart_ = std::make_shared<devices::Uart16550>(platform_, acpi::kCom1Irq, console_.output_fd(),
+                                                 std::move(tap));
     pio_.add(PioPort(acpi::kCom1Port), 8, uart_, "com1");
     pio_.add(PioPort(acpi::kPm1EventPort), 8,
              std::make_shared<devices::AcpiPm1>(acpi::kS5SleepType, on_power), "acpi-pm1");
@@ -179,23 +185,10 @@ void Machine::quit() {
     request_exit(kExitPowerOff, "quit requested on the management socket");
 }
 
-std::string Machine::exit_stats() const {
-    const auto status = api::read_status();
-    const auto smaps = api::read_smaps();
-    const auto trim = rcu::trim_stats();
-    const uint64_t guest = memory_.resident_bytes();
-    auto kib = [](uint64_t bytes) { return bytes >> 10; };
-    // Guest RAM never shrinks here, so what it holds at exit is its peak: the rest of the peak
-    // RSS is the VMM's own.
-    return fmt::format(
-        "peak_rss_kib={} vmm_rss_kib={} vmm_peak_rss_kib={} guest_resident_kib={} "
-        "heap_rss_kib={} heap_size_kib={} trims={} trim_ns={} trim_policy={} rcu_batches={} "
-        "rcu_callbacks={} gsi_routing_pushes={}",
-        kib(status.vm_hwm_bytes), kib(status.vm_rss_bytes - std::min(status.vm_rss_bytes, guest)),
-        kib(status.vm_hwm_bytes - std::min(status.vm_hwm_bytes, guest)), kib(guest),
-        kib(smaps.heap_rss_bytes), kib(smaps.heap_size_bytes), trim.by_policy.trims,
-        trim.by_policy.time.count(), rcu::to_string(trim.config.policy), trim.batches,
-        trim.callbacks, platform_.routing_pushes());
+ExitFigures Machine::exit_figures() const {
+    return {read_process_figures(),
+            MachineFigures{memory_.resident_bytes(), mmio_.stats(), pio_.stats(), exits_.by_kind(),
+                           platform_.routing_pushes()}};
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {
@@ -203,6 +196,10 @@ void Machine::request_exit(ExitCode code, const std::string& reason) {
         std::lock_guard lock(exit_mutex_);
         if (exit_code_) return;
         exit_code_ = code;
+    }
+    if (report_) {
+        report_->stamp(BootEvent::GuestStopped);
+        report_->stopping(reason);
     }
     if (code == kExitPowerOff || code > kExitSignalBase)
         spdlog::info("{}", reason);
@@ -229,7 +226,9 @@ int Machine::run() {
     for (auto& t : vcpu_threads_) t.join();
     vcpu_threads_.clear();
     rcu::drain();  // the address-space updates of this boot, freed and trimmed per the policy
-    spdlog::info("exit stats: {}", exit_stats());
+    ExitFigures figures = exit_figures();
+    spdlog::info("exit stats: {}", exit_stats_line(figures));
+    if (report_) report_->set_figures(std::move(figures));
     return *exit_code_;
 }
 
@@ -238,7 +237,10 @@ void Machine::vcpu_loop(const Vcpu& vcpu) {
     VcpuProbe& probe = diagnostics_.probe(vcpu.index());
     probe.attach(vcpu);
     // Benchmarks time the start of guest execution from this line (tools/boot-bench).
-    if (vcpu.index() == 0) spdlog::debug("vCPU 0: first KVM_RUN");
+    if (vcpu.index() == 0) {
+        stamp(BootEvent::FirstKvmRun);
+        spdlog::debug("vCPU 0: first KVM_RUN");
+    }
     try {
         while (!stopping_) {
             if (probe.run() < 0) {
@@ -256,6 +258,7 @@ void Machine::vcpu_loop(const Vcpu& vcpu) {
 
 bool Machine::handle_exit(const Vcpu& vcpu) {
     kvm_run& run = vcpu.run();
+    exits_.count(run.exit_reason);
     switch (run.exit_reason) {
         case KVM_EXIT_IO: {
             auto* data = reinterpret_cast<uint8_t*>(&run) + run.io.data_offset;

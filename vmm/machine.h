@@ -16,10 +16,12 @@
 #include "mem/address_space.h"
 #include "mem/guest_memory.h"
 #include "vmm/api/handler.h"
+#include "vmm/boot_report.h"
 #include "vmm/config.h"
 #include "vmm/console.h"
 #include "vmm/disks.h"
 #include "vmm/exit_code.h"
+#include "vmm/exit_figures.h"
 #include "vmm/kvm.h"
 #include "vmm/kvm_platform.h"
 #include "vmm/vcpu_diagnostics.h"
@@ -33,7 +35,8 @@ class Uart16550;
 class Machine : public api::ApiHandler {
   public:
     // `disks` are opened already; the machine puts them on PCI and owns them from now on.
-    Machine(const Config& config, std::vector<Disk> disks);
+    // `report`, when given, hears of the boot's phases, console and exit figures.
+    Machine(const Config& config, std::vector<Disk> disks, BootReport* report = nullptr);
     ~Machine();
     Machine(const Machine&) = delete;
     Machine& operator=(const Machine&) = delete;
@@ -48,8 +51,8 @@ class Machine : public api::ApiHandler {
     nlohmann::json query_status() override;
     void quit() override;
 
-    // One line for the log at exit: peak RSS, the VMM's own RSS, heap and trim counters.
-    std::string exit_stats() const;
+    // At exit: memory, trims, address-space rebuilds, VM exits (the `exit stats` line).
+    ExitFigures exit_figures() const;
 
   private:
     void setup_devices();
@@ -58,8 +61,13 @@ class Machine : public api::ApiHandler {
     void setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, GuestAddr zero_page);
     void vcpu_loop(const Vcpu& vcpu);
     bool handle_exit(const Vcpu& vcpu);  // false: stop this vCPU
+    void stamp(BootEvent event) const noexcept {
+        if (report_) report_->stamp(event);
+    }
 
     const Config& config_;
+    BootReport* report_;
+    VmExitCounts exits_;
     Kvm kvm_;
     Vm vm_;
     GuestMemory memory_;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace mvmm::devices {
 
@@ -22,8 +23,8 @@ constexpr size_t kRxFifoLimit = 4096;
 
 }  // namespace
 
-Uart16550::Uart16550(Platform& platform, uint32_t irq, int output_fd)
-    : platform_(platform), irq_(irq), output_fd_(output_fd) {}
+Uart16550::Uart16550(Platform& platform, uint32_t irq, int output_fd, TransmitTap tap)
+    : platform_(platform), irq_(irq), output_fd_(output_fd), tap_(std::move(tap)) {}
 
 void Uart16550::read(uint64_t offset, std::span<uint8_t> data) {
     std::lock_guard lock(mutex_);
@@ -134,6 +135,7 @@ void Uart16550::transmit(uint8_t byte) {
     update_interrupt();
     while (::write(output_fd_, &byte, 1) < 0 && errno == EINTR) {
     }
+    if (tap_) tap_(byte);
     thr_interrupt_ = true;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <span>
 
@@ -14,8 +15,10 @@ namespace mvmm::devices {
 
 class Uart16550 : public IoHandler {
   public:
-    // Transmitted bytes are written to `output_fd`; the interrupt is raised on `irq`.
-    Uart16550(Platform& platform, uint32_t irq, int output_fd);
+    // Transmitted bytes are written to `output_fd` and, when `tap` is set, handed to it too
+    // (under the UART's lock, in order); the interrupt is raised on `irq`.
+    using TransmitTap = std::function<void(uint8_t)>;
+    Uart16550(Platform& platform, uint32_t irq, int output_fd, TransmitTap tap = {});
 
     void read(uint64_t offset, std::span<uint8_t> data) override;
     void write(uint64_t offset, std::span<const uint8_t> data) override;
@@ -32,6 +35,7 @@ class Uart16550 : public IoHandler {
     Platform& platform_;
     uint32_t irq_;
     int output_fd_;
+    TransmitTap tap_;
 
     std::mutex mutex_;
     std::deque<uint8_t> rx_;

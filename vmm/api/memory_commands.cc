@@ -9,14 +9,14 @@
 
 namespace mvmm::api {
 
-namespace {
-
 nlohmann::json to_json(const rcu::TrimCounters& counters) {
     return {{"trims", counters.trims},
             {"time_ns", counters.time.count()},
             {"heap_bytes_released", counters.heap_bytes_released},
             {"rss_bytes_released", counters.rss_bytes_released}};
 }
+
+namespace {
 
 nlohmann::json to_json(const std::optional<MallocTotals>& totals) {
     if (!totals) return nullptr;

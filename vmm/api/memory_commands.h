@@ -3,7 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rcu/trim.h"
+
 namespace mvmm::api {
+
+// {trims, time_ns, heap_bytes_released, rss_bytes_released}: also the boot report's form.
+nlohmann::json to_json(const rcu::TrimCounters& counters);
 
 // query-memory: the VMM's heap and resident set (/proc), malloc's totals (null when the
 // allocator is not glibc's) and the RCU trim counters.
