@@ -67,6 +67,10 @@ class Run:
     # the test host it is the only mvmm: `pidof mvmm`); their output is `companion_output`.
     companion: str = None
     companion_output: str = ""
+    # Shell commands run where mvmm ran, right after it exited (e.g. `cat` its --report file); their output
+    # is `after_output`.
+    after: str = None
+    after_output: str = ""
     code: int = None
     output: str = ""
 
@@ -103,6 +107,8 @@ def run_all(runs, timeout=600):
                                                         text=True, timeout=timeout).stdout
                 r.code = p.wait(timeout=timeout)
                 r.output = Path(log.name).read_text(errors="replace")
+            if r.after:
+                r.after_output = subprocess.run(["sh", "-c", r.after], capture_output=True, text=True).stdout
         return
     _run_in_hostvm(mvmm, runs, timeout)
 
@@ -146,6 +152,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
                       'wait $pid; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
         else:
             lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
+        if r.after:
+            lines += [f'echo "MVMM-AFTER-BEGIN {i}"', r.after, f'echo "MVMM-AFTER-END {i}"']
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
@@ -170,6 +178,9 @@ def _run_in_hostvm(mvmm, runs, timeout):
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)
+        a = re.search(rf"MVMM-AFTER-BEGIN {i}\r?\n(.*?)MVMM-AFTER-END {i}", out, re.S)
+        if a:
+            r.after_output = a.group(1)
 
 
 class SkipTest(Exception):
