@@ -8,16 +8,17 @@
 #   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
 #                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
 #                                                the uptime at which awk read it
-#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N
+#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N
 #                                                read when the guest printed its poweroff marker (the VMM is still
-#                                                running): VmHWM, and the Rss of the VMM's largest mapping (guest
-#                                                RAM) with that mapping's size
+#                                                running): VmHWM, the Rss of the VMM's largest mapping (guest
+#                                                RAM) with that mapping's size, and its [heap] mapping's Rss and Size
 #   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
 #   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
 #                                                per thread of a VMM that hangs, before it is killed: where each
 #                                                thread waits (kernel stack), e.g. a vCPU halted in the guest
 #                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
+#   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
@@ -39,6 +40,16 @@ bb_disks() {
 	done
 }
 
+# bb_hugepages N: reserves N hugepages of the default size (2 MiB) for the runs.
+bb_hugepages() {
+	echo "$1" >/proc/sys/vm/nr_hugepages
+	read -r _have </proc/sys/vm/nr_hugepages
+	[ "$_have" -ge "$1" ] || {
+		echo "BOOTBENCH-ERROR only $_have of $1 hugepages could be reserved"
+		return 1
+	}
+}
+
 # bb_stamp TAG PIDFILE LOG: reads a VMM's output on stdin; keeps every line in LOG, prints the lines that matter
 # as BOOTBENCH-LINE and, at the poweroff marker, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
 # once the VMM started). One awk process: no fork per line.
@@ -50,7 +61,7 @@ bb_stamp() {
 		split(line, f, " ")
 		return f[1]
 	}
-	function mem(  pid, line, f, path, hwm, size, best, guest) {
+	function mem(  pid, line, f, n, path, hwm, size, best, guest, name, heap_rss, heap_size) {
 		getline pid < pidfile
 		close(pidfile)
 		hwm = "n/a"
@@ -61,13 +72,19 @@ bb_stamp() {
 		best = -1
 		guest = "n/a"
 		path = "/proc/" pid "/smaps"
+		heap_rss = heap_size = 0
 		while ((getline line < path) > 0) {
-			split(line, f, " ")
-			if (f[1] == "Size:") size = f[2] + 0
-			else if (f[1] == "Rss:" && size > best) { best = size; guest = f[2] }
+			n = split(line, f, " ")
+			if (f[1] ~ /^[0-9a-f]+-[0-9a-f]+$/) name = f[n]
+			else if (f[1] == "Size:") { size = f[2] + 0; if (name == "[heap]") heap_size += size }
+			else if (f[1] == "Rss:") {
+				if (size > best) { best = size; guest = f[2] }
+				if (name == "[heap]") heap_rss += f[2]
+			}
 		}
 		close(path)
-		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best
+		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best \
+			" heap_rss_kib=" heap_rss " heap_size_kib=" heap_size
 		fflush()
 	}
 	{
@@ -142,5 +159,7 @@ bb_run() {
 	if [ "$_code" != 0 ] || [ "$_hung" = 1 ]; then
 		tail -n 40 "$_log" | while IFS= read -r _line; do echo "BOOTBENCH-TAIL $_tag $_line"; done
 	fi
-	rm -f "$_fifo" "$_log" "$_flag" "$_pidfile"
+	_report=$BB_DIR/$_tag.report.json
+	[ -s "$_report" ] && echo "BOOTBENCH-REPORT $_tag $(tr -d '\n' <"$_report")"
+	rm -f "$_fifo" "$_log" "$_flag" "$_pidfile" "$_report"
 }

@@ -7,6 +7,7 @@ runs standard guests (hardware VMX/SVM), the same script runs directly on this m
 
 import collections
 import hashlib
+import json
 import os
 import re
 import select
@@ -18,18 +19,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from guest_config import (DISK_SIZE, GUEST_CMDLINE, GUEST_CPUS, GUEST_MEMORY, MAX_DISKS,  # noqa: F401
+                          QEMU_FIRMWARE, Guest, Machine, mvmm_args, qemu_args)
+
 REPO = Path(__file__).resolve().parent.parent.parent
 HOSTVM = REPO / "tools" / "mvmm-hostvm"
 RUNNER = REPO / "tools" / "bench" / "boot_bench_runner.sh"
 DEFAULT_MVMM = REPO / "build" / "vmm" / "mvmm"
 PEER_QEMU = ["qemu-system-x86_64", "-accel", "kvm", "-M", "q35", "-cpu", "host", "-nographic", "-no-reboot"]
-GUEST_MEMORY, GUEST_CPUS = "512M", 2
-GUEST_CMDLINE = "console=ttyS0 quiet mvmm.script=markers"
-DISK_SIZE = "64M"
-DISK_DIR = "/tmp/boot-bench"  # where the runs' disks are made (boot_bench_runner.sh's BB_DIR)
-QEMU_SINGLE_SLOTS = range(2, 31)  # q35's free slots 2..30 (0: host bridge, 1: VGA, 31: ICH9)
-MAX_DISKS = len(QEMU_SINGLE_SLOTS) * 8
-QEMU_FIRMWARE = {"seabios": [], "qboot": ["-bios", "/usr/share/qemu/qboot.rom"]}
 EXIT_FIXTURE = 125  # mvmm-hostvm: the test host failed (crashed, rebooted, no /dev/kvm)
 TEST_HOST_BOOT = 300  # s allowed for building the layers and booting the test host
 KIB_PER_MIB = 1024
@@ -75,38 +72,30 @@ def quote(words):
     return " ".join(shlex.quote(w) for w in words)
 
 
-def qemu_disk_options(count):
-    """QEMU options for `count` virtio-blk disks, each behind its own pcie-root-port."""
-    words = []
-    for i in range(count):
-        if count <= len(QEMU_SINGLE_SLOTS):
-            addr = f"{QEMU_SINGLE_SLOTS[i]:#x}.0"
-        else:
-            slot, function = QEMU_SINGLE_SLOTS[i // 8], i % 8
-            addr = f"{slot:#x}.{function}" + (",multifunction=on" if function == 0 else "")
-        words += ["-device", f"pcie-root-port,id=rp{i},chassis={i + 1},bus=pcie.0,addr={addr}",
-                  "-drive", f"file={DISK_DIR}/disk{i}.img,if=none,format=raw,id=d{i}",
-                  "-device", f"virtio-blk-pci,drive=d{i},bus=rp{i}"]
-    return words
-
-
 def runner_script(tool, disks, kernel, initrd, runs, qemu_firmware="seabios", mvmm_env=()):
-    """The script for `mvmm-hostvm --script` (or sh, directly): the runner's helpers, one exec-function per VMM,
-    the disks, then runs = [(tag, limit_s, "mvmm"|"qemu", [extra arguments])] in order."""
-    mvmm = ["--kernel", kernel, "--initrd", initrd, "--memory", GUEST_MEMORY, "--cpus", str(GUEST_CPUS),
-            "--cmdline", GUEST_CMDLINE, "--log-level", "debug"]
-    mvmm += [w for i in range(disks) for w in ("--disk", f"path={DISK_DIR}/disk{i}.img")]
-    qemu = QEMU_FIRMWARE[qemu_firmware] + [
-        "-m", GUEST_MEMORY, "-smp", str(GUEST_CPUS), "-nic", "none", "-kernel", kernel, "-initrd", initrd,
-        "-append", GUEST_CMDLINE] + qemu_disk_options(disks)
+    """The script for `mvmm-hostvm --script` (or sh, directly) that boots the default configuration with
+    `disks` disks: runs = [(tag, limit_s, "mvmm"|"qemu", [extra arguments])] in order."""
+    guest, machine = Guest(kernel, initrd), Machine(disks=disks)
+    words = {"mvmm": mvmm_args(guest, machine), "qemu": qemu_args(guest, machine, qemu_firmware)}
+    return host_script(tool, disks, [(tag, limit, vmm, words[vmm] + list(extra)) for tag, limit, vmm, extra in runs],
+                       mvmm_env)
+
+
+def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0):
+    """The runner's helpers, one exec-function per VMM binary (vmm_mvmm runs $MVMM, vmm_qemu the peer QEMU,
+    binaries = {name: path} adds vmm_NAME), `disks` sparse disks, `hugepages` 2 MiB pages reserved, then
+    runs = [(tag, limit_s, function name, [arguments])] in order."""
     env = quote(mvmm_env) + " " if mvmm_env else ""
     lines = [RUNNER.read_text(), f"# written by tools/{tool}",
              # exec: the background job's process is the VMM itself, whose /proc entry the runner reads.
-             f'vmm_mvmm() {{ {env}exec "$MVMM" {quote(mvmm)} "$@"; }}',
-             f'vmm_qemu() {{ exec $PEER_QEMU {quote(qemu)} "$@"; }}',
-             f"bb_disks {disks} {DISK_SIZE} || exit 1"]
-    for tag, limit, vmm, extra in runs:
-        lines.append(f"bb_run {tag} {limit:g} vmm_{vmm} {quote(extra)}".rstrip())
+             f'vmm_mvmm() {{ {env}exec "$MVMM" "$@"; }}',
+             'vmm_qemu() { exec $PEER_QEMU "$@"; }']
+    lines += [f'vmm_{name}() {{ {env}exec {shlex.quote(str(path))} "$@"; }}' for name, path in (binaries or {}).items()]
+    lines.append(f"bb_disks {disks} {DISK_SIZE} || exit 1")
+    if hugepages:
+        lines.append(f"bb_hugepages {hugepages} || exit 1")
+    for tag, limit, function, words in runs:
+        lines.append(f"bb_run {tag} {limit:g} vmm_{function} {quote(words)}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -123,8 +112,10 @@ class Run:
     code: int = None
     hung: bool = False
     lines: list = field(default_factory=list)  # [(uptime, text)] of the lines that matter
-    memory: dict = field(default_factory=dict)  # hwm_kib, guest_kib, mapping_kib (from /proc at poweroff)
+    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib (from /proc at the poweroff marker)
+    memory: dict = field(default_factory=dict)
     exit_stats: dict = field(default_factory=dict)
+    report: dict = None  # mvmm's --report document
     tail: list = field(default_factory=list)  # a hung VMM's threads, a failed run's last output lines
 
     def since_exec(self, pattern, last=False):
@@ -157,10 +148,13 @@ class Run:
             "peak_rss_kib": hwm,
             "guest_ram_rss_kib": guest,
             "beyond_guest_kib": hwm - guest if hwm is not None and guest is not None else None,
+            "heap_rss_kib": self.memory.get("heap_rss_kib"),
+            "heap_size_kib": self.memory.get("heap_size_kib"),
             **{f"stats_{k}": v for k, v in self.exit_stats.items()},
         }
 
-    def problems(self, disks):
+    def problems(self, disks, markers=True):
+        """What went wrong; markers=False: a guest that prints no MVMM-MARK lines (only its exit counts)."""
         found = []
         if self.hung:
             found.append("hung (killed at its time limit)")
@@ -169,6 +163,8 @@ class Run:
                          "did not finish: the test host hung or ended during this run")
         elif self.code != 0:
             found.append(f"exit code {self.code}")
+        if not markers:
+            return found
         if self.code is not None and self.disks_seen() != disks:
             found.append(f"guest saw {self.disks_seen()} of {disks} disks")
         if self.code is not None and self.since_exec(r"MVMM-MARK init ") is None:
@@ -197,7 +193,7 @@ class Collector:
         self.console = collections.deque(maxlen=40)  # the test host's other lines (its kernel, its shell)
 
     def line(self, text):
-        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR) (.*)", text.rstrip("\r"))
+        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT) (.*)", text.rstrip("\r"))
         if not m:
             self.console.append(text.rstrip("\r"))
             return
@@ -221,6 +217,11 @@ class Collector:
                 run.exit_stats = key_values(stats.group(1))
         elif kind == "MEM":
             run.memory = key_values(rest)
+        elif kind == "REPORT":
+            try:
+                run.report = json.loads(rest)
+            except ValueError as e:
+                run.tail.append(f"unreadable --report document ({e})")
         elif kind in ("THREAD", "TAIL"):  # a hung VMM's threads before END, a failed run's output after it
             run.tail.append(rest if kind == "TAIL" else f"thread {rest}")
             say(f"  {run.tag}> {run.tail[-1]}")
@@ -240,6 +241,8 @@ class HostOptions:
     mvmm: Path = None  # None: QEMU only
     qemu: bool = False  # the peer QEMU is needed
     files: tuple = ()  # copied into the test host
+    binaries: tuple = ()  # programs copied with their shared libraries (a second mvmm build)
+    disk_images: tuple = ()  # raw images that become the test host's /dev/vda, /dev/vdb, ... in order
     run_timeout: float = 300  # one run's limit (the runner enforces it)
     host_cpus: int = HOST_CPUS
     host_append: str = ""
@@ -273,6 +276,8 @@ def start(options, script, runs):
         cmd += ["--host-append", options.host_append] if options.host_append else []
         cmd += ["--mvmm", str(options.mvmm)] if options.mvmm else []
         cmd += [w for f in options.files for w in ("--file", f)]
+        cmd += [w for f in options.binaries for w in ("--binary", str(f))]
+        cmd += [w for f in options.disk_images for w in ("--disk-image", str(f))]
         cmd += ["--peer-qemu"] if options.qemu else []
         cmd += ["--verbose"] if options.verbose else []
         cmd += ["--"]
@@ -326,14 +331,15 @@ def run_script(options, script, collector, runs):
     return proc.returncode, hang, messages
 
 
-def host_notes(collector, code, hang, messages, runs, disks):
-    """Sentences about the test host itself: its errors, a hang, a crash."""
+def host_notes(collector, code, hang, messages, runs=(), disks=0, failed=None):
+    """Sentences about the test host itself: its errors, a hang, a crash. A failing exit code is one too unless a
+    run failed (`failed`, or else any of `runs` has problems with `disks` disks)."""
     notes = [f"test host: {e}" for e in collector.errors]
     if hang:
         notes.append(f"test host: {hang}")
     elif code == EXIT_FIXTURE:
         said = [m.split(": ", 1)[-1] for m in messages if m.startswith("mvmm-hostvm: ")]
         notes.append(f"test host failed (mvmm-hostvm exit {code}): {' / '.join(said) or 'no message'}")
-    elif code != 0 and not any(r.problems(disks) for r in runs):
+    elif code != 0 and not (failed if failed is not None else any(r.problems(disks) for r in runs)):
         notes.append(f"mvmm-hostvm exited {code}")
     return notes
