@@ -326,6 +326,9 @@ def run_script(options, script, collector, runs):
         hang = "interrupted"
     finally:
         stop_process(proc)
+        # What mvmm-hostvm said while stopping a stuck test host: where its CPUs were.
+        for line in proc.stderr.read().decode(errors="replace").splitlines():
+            message(line)
     if proc.returncode == 124 and hang is None:
         hang = "mvmm-hostvm reported a hang (nothing ended within its time limit)"
     return proc.returncode, hang, messages
@@ -337,6 +340,7 @@ def host_notes(collector, code, hang, messages, runs=(), disks=0, failed=None):
     notes = [f"test host: {e}" for e in collector.errors]
     if hang:
         notes.append(f"test host: {hang}")
+        notes += [m.removeprefix("mvmm-hostvm: ") for m in messages if m.startswith("mvmm-hostvm: test host CPU")]
     elif code == EXIT_FIXTURE:
         said = [m.split(": ", 1)[-1] for m in messages if m.startswith("mvmm-hostvm: ")]
         notes.append(f"test host failed (mvmm-hostvm exit {code}): {' / '.join(said) or 'no message'}")
