@@ -56,6 +56,13 @@ def test_bad_input_exits_2_with_one_line():
             (["--kernel", kernel(), *disks(249)], "--disk"),
             (["--kernel", kernel(), *disks(32, ",bus=root")], "--disk"),
             (["--kernel", kernel(), *disks(31, ",bus=root"), *disks(1)], "--disk"),
+            (["--kernel", kernel(), "--disk", "path=/no/a.img,controller=c9"], "controller=c9"),
+            (["--kernel", kernel(), "--scsi-controller", "id=c0", "--scsi-controller", "id=c0"], "given twice"),
+            (["--kernel", kernel(), "--scsi-controller", "id=c0", *scsi_disks(2, ",lun=3")], "has LUN 3 already"),
+            (["--kernel", kernel(), "--scsi-controller", "id=c0", *scsi_disks(1, ",lun=16384")], "lun=16384"),
+            (["--kernel", kernel(), "--scsi-controller", "id=c0,queues=65"], "queues=65"),
+            (["--kernel", kernel(), "--scsi-controller", "id=c0", "--empty-root-ports", "248"],
+             "--empty-root-ports"),
             (["--kernel", kernel(), "--memory", "64M", "--initrd", str(big_initrd)], "initrd"),
             (["--kernel", kernel(), "--serial", f"file:{tmp}/no/such/dir/log"], "--serial"),
             (["--kernel", kernel(), "--serial", f"file:{old_log}", "--cpus", "0"], "--cpus"),
@@ -73,6 +80,11 @@ def test_bad_input_exits_2_with_one_line():
 def disks(count, options=""):
     """--disk arguments for `count` images that need not exist: counts are checked before any file."""
     return [a for i in range(count) for a in ("--disk", f"path=/no/such/disk{i}.img{options}")]
+
+
+def scsi_disks(count, options=""):
+    """--disk arguments for `count` LUNs of controller c0 on images that need not exist."""
+    return [a for i in range(count) for a in ("--disk", f"path=/no/such/lun{i}.img,controller=c0{options}")]
 
 
 def test_pvm_host_refuses_quickly():

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +17,6 @@
 #include "vmm/boot/bzimage.h"
 #include "vmm/io_threads.h"
 #include "vmm/layout.h"
-#include "vmm/options.h"
 
 namespace mvmm {
 
@@ -60,16 +60,34 @@ void check_initrd(const std::string& path, const boot::BzImage& kernel, uint64_t
     }
 }
 
-void check_disks(const std::vector<devices::virtio::blk::DiskConfig>& disks) {
+void check_pci(const DiskOptions& disks, unsigned empty_root_ports) {
     using devices::virtio::blk::DiskBus;
     const auto on_root = static_cast<unsigned>(
-        std::ranges::count(disks, DiskBus::Root, &devices::virtio::blk::DiskConfig::bus));
-    const auto behind_ports = static_cast<unsigned>(disks.size()) - on_root;
-    if (!devices::pci::fits_on_root_bus(on_root, behind_ports))
-        throw UsageError("--disk: " + std::to_string(on_root) + " bus=root disks and " +
-                         std::to_string(behind_ports) +
-                         " behind root ports do not fit on PCI bus 0 (31 slots: a bus=root "
-                         "disk takes a slot, root ports take eight to a slot)");
+        std::ranges::count(disks.blk, DiskBus::Root, &devices::virtio::blk::DiskConfig::bus) +
+        std::ranges::count(disks.scsi, DiskBus::Root, &ScsiControllerOption::bus));
+    const auto root_ports =
+        static_cast<unsigned>(disks.blk.size() + disks.scsi.size()) - on_root + empty_root_ports;
+    if (!devices::pci::fits_on_root_bus(on_root, root_ports))
+        throw UsageError(
+            "--disk, --scsi-controller, --empty-root-ports: " + std::to_string(on_root) +
+            " virtio-blk disks and SCSI controllers on bus=root and " + std::to_string(root_ports) +
+            " root ports do not fit on PCI bus 0 (31 slots: bus=root takes a slot, "
+            "root ports take eight to a slot)");
+}
+
+// Controllers first: a --disk names its controller by id.
+DiskOptions parse_disks(const std::vector<std::string>& controllers,
+                        const std::vector<std::string>& disks) {
+    DiskOptions options;
+    for (const auto& text : controllers) {
+        auto controller = parse_scsi_controller_option(text);
+        const auto& id = controller.controller.id;
+        if (std::ranges::any_of(options.scsi, [&](const auto& c) { return c.controller.id == id; }))
+            throw UsageError("--scsi-controller '" + text + "': id=" + id + " is given twice");
+        options.scsi.push_back(std::move(controller));
+    }
+    for (const auto& text : disks) add_disk_option(text, options);
+    return options;
 }
 
 }  // namespace
@@ -107,7 +125,18 @@ Config parse_command_line(int argc, char** argv) {
     std::vector<std::string> disks;
     app.add_option("--disk", disks,
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
-                   "[,bus=rootport|root]; repeat for more disks");
+                   "[,bus=rootport|root]; or a SCSI disk: path=FILE,controller=ID[,lun=N]"
+                   "[,readonly=on][,serial=S] (lun: 0-16383, default the lowest free; serial: "
+                   "the by-id name, default the end of the file name); repeat for more disks");
+    std::vector<std::string> scsi_controllers;
+    app.add_option("--scsi-controller", scsi_controllers,
+                   "a virtio-scsi controller for the --disk options that name it: id=ID"
+                   "[,queues=N][,bus=rootport|root]; one without disks is allowed (an empty "
+                   "SCSI host)");
+    app.add_option("--empty-root-ports", config.empty_root_ports,
+                   "PCIe root ports with nothing behind them, after the disks' own (as QEMU's "
+                   "pcie-root-port without a device)")
+        ->check(CLI::Range(0u, 248u));
     app.add_option("--io-threads", config.io_threads,
                    "threads that run disk I/O (default: one per host CPU, at most 4)")
         ->check(CLI::Range(1u, IoThreads::kMaxCount));
@@ -144,7 +173,7 @@ Config parse_command_line(int argc, char** argv) {
     }
     config.serial = parse_serial(serial);
     config.memory = parse_memory_option(memory);
-    for (const auto& disk : disks) config.disks.push_back(parse_disk_option(disk));
+    config.disks = parse_disks(scsi_controllers, disks);
     try {
         config.trim.policy = rcu::parse_trim_policy(trim_policy);
     } catch (const std::invalid_argument& e) {
@@ -177,7 +206,7 @@ void validate(const Config& config) {
         throw UsageError("--memory " + format_size(memory) + " is more than this host has (" +
                          format_size(host) + ")");
     if (!config.initrd.empty()) check_initrd(config.initrd, *kernel, memory);
-    check_disks(config.disks);
+    check_pci(config.disks, config.empty_root_ports);
     if (config.serial.kind == SerialConfig::Kind::File)
         check_writable_file("--serial file", config.serial.path);
 }

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/blk/config.h"
 #include "mem/ram_config.h"
 #include "rcu/trim_policy.h"
+#include "vmm/options.h"
 #include "vmm/usage_error.h"
 
 namespace mvmm {
@@ -27,11 +27,12 @@ struct Config {
     SerialConfig serial;
     std::string log_level = "info";
     rcu::TrimConfig trim;
-    std::vector<devices::virtio::blk::DiskConfig> disks;
-    unsigned io_threads = 0;     // 0: IoThreads::default_count()
-    std::string api_socket;      // empty: no management socket
-    unsigned vcpu_watchdog = 0;  // seconds; 0: off
-    std::string report;          // empty: no boot report (--report FILE)
+    DiskOptions disks;              // virtio-blk disks, SCSI controllers with their LUNs
+    unsigned empty_root_ports = 0;  // PCIe root ports with nothing behind them
+    unsigned io_threads = 0;        // 0: IoThreads::default_count()
+    std::string api_socket;         // empty: no management socket
+    unsigned vcpu_watchdog = 0;     // seconds; 0: off
+    std::string report;             // empty: no boot report (--report FILE)
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

@@ -1,18 +1,37 @@
 #include "vmm/disks.h"
 
-#include "vmm/config.h"
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "devices/virtio/blk/device.h"
+#include "devices/virtio/scsi/controller.h"
+#include "vmm/usage_error.h"
 
 namespace mvmm {
 
-std::vector<Disk> open_disks(const std::vector<devices::virtio::blk::DiskConfig>& configs,
-                             boost::asio::io_context& io) {
+std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context& io) {
+    namespace virtio = devices::virtio;
     std::vector<Disk> disks;
-    for (const auto& config : configs) {
+    for (const auto& config : options.blk) {
         try {
-            disks.push_back(
-                {config.bus, std::make_unique<devices::virtio::blk::BlkDevice>(config, io)});
+            auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
+            const auto* counters = &device->counters();
+            disks.push_back({config.bus, std::move(device),
+                             fmt::format("disk {} ({})", disks.size(), config.path), counters});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
+        }
+    }
+    for (const auto& [config, bus] : options.scsi) {
+        try {
+            auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
+            const auto* counters = &device->counters();
+            disks.push_back({bus, std::move(device),
+                             fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
+                             counters});
+        } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
+            throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }
     }
     return disks;

@@ -113,10 +113,8 @@ void Machine::setup_devices() {
 
 void Machine::attach_disks(std::vector<Disk> disks) {
     using devices::virtio::blk::DiskBus;
-    for (size_t i = 0; i < disks.size(); ++i) {
-        Disk& disk = disks[i];
-        diagnostics_.add_device(fmt::format("disk {} ({})", i, config_.disks.at(i).path),
-                                disk.device->counters());
+    for (Disk& disk : disks) {
+        diagnostics_.add_device(disk.name, *disk.counters);
         auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
             std::move(disk.device), platform_, memory_);
         if (disk.bus == DiskBus::Root)
@@ -124,6 +122,7 @@ void Machine::attach_disks(std::vector<Disk> disks) {
         else
             pci_->attach(function, devices::pci::NewRootPort{});
     }
+    for (unsigned i = 0; i < config_.empty_root_ports; ++i) pci_->add_empty_root_port();
 }
 
 void Machine::load_guest() {
@@ -176,7 +175,8 @@ nlohmann::json Machine::query_status() {
     auto uptime = std::chrono::steady_clock::now() - started_;
     return {{"status", exit_code_ ? "stopping" : "running"},
             {"cpus", config_.cpus},
-            {"disks", config_.disks.size()},
+            {"disks", config_.disks.blk.size()},
+            {"scsi_controllers", config_.disks.scsi.size()},
             {"memory_bytes", memory_.total_size()},
             {"uptime_ms", std::chrono::duration_cast<std::chrono::milliseconds>(uptime).count()}};
 }

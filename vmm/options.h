@@ -3,14 +3,34 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "devices/virtio/blk/config.h"
+#include "devices/virtio/scsi/config.h"
 #include "mem/ram_config.h"
 
 namespace mvmm {
 
-// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,bus=rootport|root]
-devices::virtio::blk::DiskConfig parse_disk_option(std::string_view text);
+// A virtio-scsi controller and where it goes on PCI (as a virtio-blk disk does).
+struct ScsiControllerOption {
+    devices::virtio::scsi::ControllerConfig controller;
+    devices::virtio::blk::DiskBus bus = devices::virtio::blk::DiskBus::RootPort;
+};
+
+// --scsi-controller id=ID[,queues=N][,bus=rootport|root]; its LUNs come from --disk.
+ScsiControllerOption parse_scsi_controller_option(std::string_view text);
+
+// The disks of the command line: virtio-blk disks and the SCSI controllers that hold LUNs.
+struct DiskOptions {
+    std::vector<devices::virtio::blk::DiskConfig> blk;
+    std::vector<ScsiControllerOption> scsi;
+};
+
+// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,bus=rootport|root] adds a virtio-blk
+// disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
+// controller ID in `disks` (the lowest LUN number free so far without lun=).  An unknown
+// controller, a LUN number taken or past the limit, or a serial another LUN has is an error.
+void add_disk_option(std::string_view text, DiskOptions& disks);
 
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]
 // [,prealloc-threads=N][,prealloc-method=touch|populate][,host-node=N]

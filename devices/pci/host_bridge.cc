@@ -189,10 +189,22 @@ RootBusAddress PciHostBridge::attach(std::shared_ptr<PciFunction> function, Plac
         root_.attach(devfn(at.device, at.function), std::move(function));
         return at;
     }
+    return add_root_port(std::move(function));
+}
+
+RootBusAddress PciHostBridge::add_empty_root_port() {
+    std::lock_guard lock(mutex_);
+    return add_root_port(nullptr);
+}
+
+RootBusAddress PciHostBridge::add_root_port(std::shared_ptr<PciFunction> function) {
     const RootBusAddress at = next_port_location();
     auto port = std::make_shared<RootPort>(static_cast<uint8_t>(root_ports_ + 1));
-    root_.attach_port(devfn(at.device, at.function), port).attach(devfn(0, 0), std::move(function));
-    port->set_slot_occupied();
+    PciBus& secondary = root_.attach_port(devfn(at.device, at.function), port);
+    if (function) {
+        secondary.attach(devfn(0, 0), std::move(function));
+        port->set_slot_occupied();
+    }
     ++root_ports_;
     return at;
 }

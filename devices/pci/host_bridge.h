@@ -3,6 +3,7 @@
 //   PciHostBridge pci(layout, mmio, pio, reset_port);   // ECAM + 0xCF8/0xCFC, 00:00.0
 //   pci.attach(virtio_blk, NewRootPort{});            // a root port, the disk behind it
 //   pci.attach(other, RootBusSlot{});                 // directly on bus 0
+//   pci.add_empty_root_port();                        // a root port with nothing behind it
 //
 // - Config space: ECAM at layout.ecam_base (1 MiB per bus, MCFG) and the legacy
 //   CONFIG_ADDRESS/CONFIG_DATA ports 0xCF8/0xCFC (dword address, byte/word/dword data).
@@ -89,6 +90,9 @@ class PciHostBridge {
 
     // Throws std::runtime_error when the placement is taken or the root bus is full.
     RootBusAddress attach(std::shared_ptr<PciFunction> function, Placement placement);
+    // A root port with an empty slot, as QEMU's pcie-root-port without a device; it counts
+    // as a root port for fits_on_root_bus.  Throws std::runtime_error when the bus is full.
+    RootBusAddress add_empty_root_port();
 
     const PciLayout& layout() const noexcept { return layout_; }
 
@@ -99,6 +103,7 @@ class PciHostBridge {
   private:
     RootBusAddress next_free_slot() const;
     RootBusAddress next_port_location() const;
+    RootBusAddress add_root_port(std::shared_ptr<PciFunction> function);  // holds mutex_
 
     PciLayout layout_;
     MmioSpace& mmio_;

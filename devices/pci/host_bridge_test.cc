@@ -276,6 +276,21 @@ TEST(PciHostBridge, SixtyFourRootPortsEachWithADevice) {
     EXPECT_EQ(h.ecam_read<uint8_t>({0, 9, 0}, reg::kHeaderType), 0x00);  // single function
 }
 
+TEST(PciHostBridge, EmptyRootPortsShareSlotsWithTheOthersAndShowNoCard) {
+    PciHarness h;
+    h.bridge.attach(three_bar_function(), NewRootPort{});
+    const RootBusAddress empty = h.bridge.add_empty_root_port();
+    EXPECT_EQ(empty.device, 1);
+    EXPECT_EQ(empty.function, 1);
+    EXPECT_EQ(h.bridge.attach(three_bar_function(), NewRootPort{}).function, 2);
+    const PciAddr port{0, 1, 1};
+    EXPECT_EQ(h.ecam_read<uint8_t>(port, reg::kHeaderType) & 0x7f, kHeaderTypeBridge);
+    program_port(h, port, 5);
+    EXPECT_EQ(h.ecam_read<uint16_t>({5, 0, 0}, 0), 0xffff);  // nothing behind it
+    for (int i = 3; i < 248; ++i) h.bridge.add_empty_root_port();
+    EXPECT_THROW(h.bridge.add_empty_root_port(), std::runtime_error);
+}
+
 TEST(PciHostBridge, TakenOrMissingPlacementsThrow) {
     PciHarness h;
     EXPECT_THROW(h.bridge.attach(three_bar_function(), RootBusSlot{0, 0}), std::invalid_argument);

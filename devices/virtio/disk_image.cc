@@ -82,6 +82,15 @@ uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
 
 }  // namespace
 
+std::string serial_from_file_name(std::string_view path, size_t max_bytes) {
+    std::string_view name = path.substr(path.find_last_of('/') + 1);  // npos + 1 is 0
+    if (name.size() > max_bytes) name.remove_prefix(name.size() - max_bytes);
+    std::string serial(name);
+    std::ranges::replace_if(
+        serial, [](char c) { return c < 0x20 || c >= 0x7f; }, '_');
+    return serial;
+}
+
 DiskImage::DiskImage(std::string path, Fd fd, uint64_t size, bool read_only)
     : path_(std::move(path)), fd_(std::move(fd)), size_(size), read_only_(read_only) {}
 

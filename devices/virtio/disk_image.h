@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "devices/virtio/guest_buffers.h"
@@ -16,6 +17,10 @@ namespace mvmm::devices::virtio {
 inline constexpr uint64_t kImageBlockSize = 512;  // an image's size is a multiple of it
 
 using IoResult = Result<Ok, std::error_code>;
+
+// The serial a disk gets when none is given: the last `max_bytes` bytes of its image's file
+// name (disk-07.img tells disks apart better by its end), anything not printable ASCII as '_'.
+std::string serial_from_file_name(std::string_view path, size_t max_bytes);
 
 class DiskImage {
   public:

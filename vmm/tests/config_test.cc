@@ -19,6 +19,16 @@ Config parse(std::vector<std::string> args) {
     return parse_command_line(static_cast<int>(argv.size()), argv.data());
 }
 
+// The message names the option the user has to change.
+void expect_usage_error(const std::function<void()>& f, const std::string& fragment) {
+    try {
+        f();
+        ADD_FAILURE() << "accepted; expected an error naming " << fragment;
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+}
+
 TEST(Config, ParsesOptions) {
     auto c = parse({"--kernel", "k", "--cpus", "2", "--memory", "1G", "--serial", "file:/tmp/x"});
     EXPECT_EQ(c.kernel, "k");
@@ -44,6 +54,37 @@ TEST(Config, RejectsBadOptions) {
 TEST(Config, VcpuWatchdogIsOffUnlessAsked) {
     EXPECT_EQ(parse({"--kernel", "k"}).vcpu_watchdog, 0u);
     EXPECT_EQ(parse({"--kernel", "k", "--vcpu-watchdog", "30"}).vcpu_watchdog, 30u);
+}
+
+TEST(Config, ParsesScsiControllersBeforeTheDisksThatNameThem) {
+    auto c = parse({"--kernel", "k", "--disk", "path=a.img,controller=c1", "--disk", "path=b.img",
+                    "--scsi-controller", "id=c0", "--scsi-controller", "id=c1,queues=2,bus=root",
+                    "--disk", "path=c.img,controller=c1,lun=7"});
+    ASSERT_EQ(c.disks.blk.size(), 1u);
+    EXPECT_EQ(c.disks.blk[0].path, "b.img");
+    ASSERT_EQ(c.disks.scsi.size(), 2u);
+    EXPECT_TRUE(c.disks.scsi[0].controller.luns.empty());  // allowed: an empty SCSI host
+    const auto& c1 = c.disks.scsi[1].controller;
+    EXPECT_EQ(c1.id, "c1");
+    EXPECT_EQ(c1.request_queues, 2);
+    EXPECT_EQ(c.disks.scsi[1].bus, devices::virtio::blk::DiskBus::Root);
+    ASSERT_EQ(c1.luns.size(), 2u);
+    EXPECT_EQ(c1.luns[0].path, "a.img");
+    EXPECT_EQ(c1.luns[0].lun, 0);
+    EXPECT_EQ(c1.luns[1].lun, 7);
+}
+
+TEST(Config, ScsiControllerIdsAreUnique) {
+    expect_usage_error(
+        [] {
+            parse({"--kernel", "k", "--scsi-controller", "id=c0", "--scsi-controller", "id=c0"});
+        },
+        "--scsi-controller 'id=c0': id=c0 is given twice");
+    expect_usage_error(
+        [] {
+            parse({"--kernel", "k", "--disk", "path=a,controller=c0"});
+        },
+        "no --scsi-controller has id=c0");
 }
 
 TEST(Config, ParsesMemoryAndTrimOptions) {
@@ -80,16 +121,6 @@ TEST(Config, ValidateChecksFilesAndRanges) {
     c.kernel = kernel.string();
     EXPECT_THROW(validate(c), UsageError);
     std::filesystem::remove(kernel);
-}
-
-// The message names the option the user has to change.
-void expect_usage_error(const std::function<void()>& f, const std::string& fragment) {
-    try {
-        f();
-        ADD_FAILURE() << "accepted; expected an error naming " << fragment;
-    } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-    }
 }
 
 TEST(Config, TrimFactorErrorsNameTrimFactor) {
@@ -134,16 +165,44 @@ TEST_F(Validate, DisksPastWhatPciBus0HoldsAreUsageErrors) {
     using devices::virtio::blk::DiskBus;
     devices::virtio::blk::DiskConfig on_root;
     on_root.bus = DiskBus::Root;
-    config.disks.resize(248);
+    auto& disks = config.disks.blk;
+    disks.resize(248);
     EXPECT_NO_THROW(validate(config));
-    config.disks.resize(249);
+    disks.resize(249);
     expect_usage_error([&] { validate(config); }, "--disk");
-    config.disks.assign(31, on_root);
+    disks.assign(31, on_root);
     EXPECT_NO_THROW(validate(config));
-    config.disks.push_back(on_root);
+    disks.push_back(on_root);
     expect_usage_error([&] { validate(config); }, "--disk");
-    config.disks.back().bus = DiskBus::RootPort;
+    disks.back().bus = DiskBus::RootPort;
     expect_usage_error([&] { validate(config); }, "--disk");
+}
+
+TEST_F(Validate, ScsiControllersTakeRootPortsAndSlotsAsDisksDo) {
+    using devices::virtio::blk::DiskBus;
+    config.disks.blk.resize(247);
+    config.disks.scsi.resize(1);
+    EXPECT_NO_THROW(validate(config));
+    config.disks.scsi.resize(2);
+    expect_usage_error([&] { validate(config); }, "--scsi-controller");
+    config.disks.blk.clear();
+    config.disks.scsi.assign(31, ScsiControllerOption{.controller = {}, .bus = DiskBus::Root});
+    EXPECT_NO_THROW(validate(config));
+    config.disks.blk.resize(1);
+    expect_usage_error([&] { validate(config); }, "--scsi-controller");
+}
+
+TEST_F(Validate, EmptyRootPortsCountAsRootPorts) {
+    config.disks.scsi.resize(1);
+    config.empty_root_ports = 247;
+    EXPECT_NO_THROW(validate(config));
+    config.empty_root_ports = 248;
+    expect_usage_error([&] { validate(config); }, "--empty-root-ports");
+    expect_usage_error(
+        [] {
+            parse({"--kernel", "k", "--empty-root-ports", "249"});
+        },
+        "--empty-root-ports");
 }
 
 TEST_F(Validate, AnInitrdThatCannotBePlacedIsAUsageError) {

@@ -24,6 +24,13 @@ std::string error_of(Parse parse, std::string_view text) {
     return "no error";
 }
 
+devices::virtio::blk::DiskConfig parse_disk_option(std::string_view text) {
+    DiskOptions disks;
+    add_disk_option(text, disks);
+    EXPECT_EQ(disks.blk.size(), 1u);
+    return disks.blk.at(0);
+}
+
 TEST(DiskOption, ParsesEveryKey) {
     const auto config =
         parse_disk_option("path=/images/a.raw,readonly=on,serial=SN-1,queues=4,bus=root");
@@ -64,11 +71,98 @@ TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
         {"path=a,bus=pci", "bus=pci: expected one of rootport, root"},
         {"path=a,size=1G", "unknown key 'size'"},
         {"path=a,path=b", "path is given twice"},
+        {"path=a,lun=1", "lun=1: a LUN number needs controller="},
     };
     for (auto [option, message] : cases) {
         const std::string error = error_of(parse_disk_option, option);
         EXPECT_THAT(error, HasSubstr(message)) << option;
         EXPECT_THAT(error, HasSubstr(std::string("--disk '") + option + "'")) << option;
+    }
+}
+
+TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
+    const auto option = parse_scsi_controller_option("id=c0,queues=4,bus=root");
+    EXPECT_EQ(option.controller.id, "c0");
+    EXPECT_EQ(option.controller.request_queues, 4);
+    EXPECT_EQ(option.bus, blk::DiskBus::Root);
+    EXPECT_TRUE(option.controller.luns.empty());
+    const auto plain = parse_scsi_controller_option("id=x");
+    EXPECT_EQ(plain.controller.request_queues, 1);
+    EXPECT_EQ(plain.bus, blk::DiskBus::RootPort);
+    for (auto [option, message] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"", "id= is required"},
+             {"id=", "id=: must not be empty"},
+             {"id=c0,queues=0", "queues=0: expected a number from 1 to 64"},
+             {"id=c0,queues=65", "queues=65: expected a number from 1 to 64"},
+             {"id=c0,bus=pci", "bus=pci: expected one of rootport, root"},
+             {"id=c0,lun=1", "unknown key 'lun'"},
+         }) {
+        const std::string error = error_of(parse_scsi_controller_option, option);
+        EXPECT_THAT(error, HasSubstr(message)) << option;
+        EXPECT_THAT(error, HasSubstr(std::string("--scsi-controller '") + option + "'")) << option;
+    }
+}
+
+// Two controllers, c0 and c1, and the LUNs of `disks` added to them in order.
+DiskOptions scsi_disks(const std::vector<const char*>& disks) {
+    DiskOptions options;
+    options.scsi = {parse_scsi_controller_option("id=c0"), parse_scsi_controller_option("id=c1")};
+    for (const char* disk : disks) add_disk_option(disk, options);
+    return options;
+}
+
+TEST(ScsiDiskOption, GoesToItsControllerWithEveryKey) {
+    const auto options =
+        scsi_disks({"path=/images/a.raw,controller=c1,lun=300,readonly=on,serial=S-1"});
+    EXPECT_TRUE(options.blk.empty());
+    EXPECT_TRUE(options.scsi[0].controller.luns.empty());
+    ASSERT_EQ(options.scsi[1].controller.luns.size(), 1u);
+    const auto& lun = options.scsi[1].controller.luns[0];
+    EXPECT_EQ(lun.path, "/images/a.raw");
+    EXPECT_EQ(lun.lun, 300);
+    EXPECT_TRUE(lun.read_only);
+    EXPECT_EQ(lun.serial, "S-1");
+}
+
+TEST(ScsiDiskOption, TakesTheLowestFreeLunAndTheFileNameAsSerial) {
+    const auto options =
+        scsi_disks({"path=d/a.img,controller=c0,lun=1", "path=d/b.img,controller=c0",
+                    "path=d/c.img,controller=c0", "path=d/d.img,controller=c1",
+                    "path=d/a-very-long-file-name-for-a-disk-image-01.img,controller=c0"});
+    const auto& luns = options.scsi[0].controller.luns;
+    ASSERT_EQ(luns.size(), 4u);
+    EXPECT_EQ(luns[1].lun, 0);
+    EXPECT_EQ(luns[1].serial, "b.img");
+    EXPECT_EQ(luns[2].lun, 2);
+    EXPECT_FALSE(luns[2].read_only);
+    EXPECT_EQ(luns[3].serial, "ng-file-name-for-a-disk-image-01.img");  // the last 36 bytes
+    EXPECT_EQ(options.scsi[1].controller.luns[0].lun, 0);
+}
+
+TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
+    const std::pair<std::vector<const char*>, const char*> cases[] = {
+        {{"path=a,controller=c2"}, "controller=c2: no --scsi-controller has id=c2"},
+        {{"path=a,controller="}, "controller=: must not be empty"},
+        {{"path=a,controller=c0,lun=16384"}, "lun=16384: expected a number from 0 to 16383"},
+        {{"path=a,controller=c0,lun=-1"}, "lun=-1: expected a number"},
+        {{"path=a,controller=c0,lun=5", "path=b,controller=c0,lun=5"},
+         "lun=5: controller c0 has LUN 5 already (path=a)"},
+        {{"path=a,controller=c0", "path=b,controller=c0,lun=0"}, "has LUN 0 already"},
+        {{"path=x/disk.img,controller=c0", "path=y/disk.img,controller=c1"},
+         "serial disk.img is the serial of path=x/disk.img too"},
+        {{"path=a,controller=c0,serial=S", "path=b,controller=c0,serial=S"},
+         "serial S is the serial"},
+        {{"path=a,controller=c0,serial="}, "serial=: must not be empty"},
+        {{"path=a,controller=c0,serial=1234567890123456789012345678901234567"},
+         "longer than 36 bytes"},
+        {{"path=a,controller=c0,queues=2"}, "queues=2: a LUN has its controller's"},
+        {{"path=a,controller=c0,bus=root"}, "bus=root: a LUN has its controller's"},
+        {{"controller=c0"}, "path= is required"},
+    };
+    for (const auto& [disks, message] : cases) {
+        const std::string error = error_of([&](std::string_view) { scsi_disks(disks); }, "");
+        EXPECT_THAT(error, HasSubstr(message)) << disks.back();
+        EXPECT_THAT(error, HasSubstr(std::string("--disk '") + disks.back() + "'"));
     }
 }
 

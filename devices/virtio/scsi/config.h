@@ -2,6 +2,7 @@
 // options that name it into this, checked (vmm/options.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,12 +13,14 @@ namespace mvmm::devices::virtio::scsi {
 // driver reaches.
 inline constexpr uint16_t kMaxLun = 16383;
 inline constexpr uint16_t kMaxRequestQueues = 64;
+// VPD 80h's serial and the T10 designator after "MVMM    ": as long as QEMU's scsi-disk allows.
+inline constexpr size_t kMaxSerialBytes = 36;
 
 struct LunConfig {
     std::string path;
     uint16_t lun = 0;  // at most kMaxLun, unique on its controller
     bool read_only = false;
-    std::string serial;  // printable ASCII, not empty: the LUN's names come from it
+    std::string serial;  // printable ASCII, 1 to kMaxSerialBytes: the LUN's names come from it
 };
 
 struct ControllerConfig {
