@@ -32,6 +32,8 @@ def _bars(summary):
 
 def phases(plt, summary):
     bars = _bars(summary)
+    if not bars:
+        return None
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.45 * len(bars)))
     labels = [f"{c} | {v}" for c, v in bars]
     colors = {}
@@ -66,6 +68,8 @@ def _grouped(ax, summary, bars, series, scale=1.0):
 
 def memory(plt, summary):
     bars = _bars(summary)
+    if not bars:
+        return None
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.5 * len(bars)))
     _grouped(ax, summary, bars, [("beyond_guest_kib", "peak RSS beyond guest RAM"),
                                  ("heap_rss_kib", "heap Rss at poweroff")], 1024)
