@@ -11,7 +11,10 @@ QEMU_SINGLE_SLOTS = range(2, 31)  # q35's free slots 2..30 (0: host bridge, 1: V
 MAX_DISKS = len(QEMU_SINGLE_SLOTS) * 8
 QEMU_FIRMWARE = {"seabios": [], "qboot": ["-bios", "/usr/share/qemu/qboot.rom"]}
 DISK_BUSES = ("rootport", "root")  # each disk behind its own PCIe root port, or on bus 0
-DISK_KINDS = ("blk",)  # virtio-blk; "scsi" joins once mvmm has virtio-scsi (issue 15)
+# virtio-blk, or "scsi": the disks (and --disk-image ones) are LUNs of one virtio-scsi controller, behind a root port
+# (bus=rootport) with SCSI_ROOT_PORTS - 1 empty ones beside it: the seeds' case is 60 SCSI disks and 31 root ports.
+DISK_KINDS = ("blk", "scsi")
+SCSI_ROOT_PORTS = 31
 HUGEPAGE_SIZES = ("2M",)  # reserved in the test host by bb_hugepages (its default size)
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -73,9 +76,17 @@ def mvmm_args(guest, machine, disk_dir=DISK_DIR):
     words = ["--kernel", guest.kernel] + (["--initrd", guest.initrd] if guest.initrd else [])
     words += ["--memory", memory, "--cpus", str(machine.cpus), "--cmdline", guest.cmdline, "--log-level", "debug"]
     bus = "" if machine.bus == "rootport" else f",bus={machine.bus}"
-    words += [w for i in range(machine.disks) for w in ("--disk", f"path={disk_dir}/disk{i}.img{bus}")]
-    words += [w for image in guest.images for w in ("--disk", f"path={image},readonly=on")]
+    lun = ""
+    if machine.kind == "scsi":
+        words += ["--scsi-controller", f"id=c0{bus}", "--empty-root-ports", str(scsi_empty_ports(machine.bus))]
+        bus, lun = "", ",controller=c0"
+    words += [w for i in range(machine.disks) for w in ("--disk", f"path={disk_dir}/disk{i}.img{bus}{lun}")]
+    words += [w for image in guest.images for w in ("--disk", f"path={image},readonly=on{lun}")]
     return words
+
+
+def scsi_empty_ports(bus):
+    return SCSI_ROOT_PORTS - (1 if bus == "rootport" else 0)
 
 
 def qemu_slot(i, count):
@@ -101,6 +112,21 @@ def qemu_disk_options(drives, bus="rootport"):
     return words
 
 
+def qemu_scsi_options(drives, bus="rootport"):
+    """QEMU options for the same layout as mvmm's with kind "scsi": pcie-root-ports, a virtio-scsi-pci behind the
+    first (or on bus 0 after them), drives = [(drive options)] as scsi-hd LUNs 0.. of target 0."""
+    ports = SCSI_ROOT_PORTS
+    words = [w for i in range(ports) for w in
+             ("-device", f"pcie-root-port,id=rp{i},chassis={i + 1},bus=pcie.0,addr={qemu_slot(i, ports)}")]
+    after_ports = QEMU_SINGLE_SLOTS[(ports + 7) // 8]
+    words += ["-device", "virtio-scsi-pci,id=scsi0," + ("bus=rp0" if bus == "rootport" else
+                                                         f"bus=pcie.0,addr={after_ports:#x}.0")]
+    for i, drive in enumerate(drives):
+        words += ["-drive", f"{drive},if=none,format=raw,id=d{i}",
+                  "-device", f"scsi-hd,drive=d{i},bus=scsi0.0,channel=0,scsi-id=0,lun={i}"]
+    return words
+
+
 def qemu_memory_options(machine):
     size = ["-m", machine.memory]
     if not machine.hugepages and not machine.prealloc:
@@ -119,7 +145,8 @@ def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR):
     words += (["-initrd", guest.initrd] if guest.initrd else []) + ["-append", guest.cmdline]
     drives = [f"file={disk_dir}/disk{i}.img" for i in range(machine.disks)]
     drives += [f"file={image},readonly=on" for image in guest.images]
-    return words + qemu_disk_options(drives, machine.bus)
+    disks = qemu_scsi_options if machine.kind == "scsi" else qemu_disk_options
+    return words + disks(drives, machine.bus)
 
 
 @dataclass(frozen=True)
