@@ -28,6 +28,16 @@ Mapping Mapping::anonymous(size_t size, int extra_flags) {
     return Mapping(p, size);
 }
 
+uint64_t resident_bytes(std::span<const uint8_t> area) {
+    const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> pages((area.size() + page - 1) / page);
+    check_syscall(::mincore(const_cast<uint8_t*>(area.data()), area.size(), pages.data()),
+                  "mincore");
+    uint64_t resident = 0;
+    for (unsigned char p : pages) resident += (p & 1) ? page : 0;
+    return resident;
+}
+
 GuestMemory::GuestMemory(std::vector<RamRegion> regions) : regions_(std::move(regions)) {
     std::sort(regions_.begin(), regions_.end(),
               [](const RamRegion& a, const RamRegion& b) { return a.base < b.base; });
@@ -72,14 +82,8 @@ uint64_t GuestMemory::total_size() const noexcept {
 }
 
 uint64_t GuestMemory::resident_bytes() const {
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     uint64_t resident = 0;
-    std::vector<unsigned char> vec;
-    for (const auto& r : regions_) {
-        vec.resize((r.size() + page - 1) / page);
-        if (::mincore(r.mapping.bytes().data(), r.size(), vec.data()) != 0) continue;
-        for (unsigned char v : vec) resident += (v & 1) ? page : 0;
-    }
+    for (const auto& r : regions_) resident += mvmm::resident_bytes(r.mapping.bytes());
     return resident;
 }
 

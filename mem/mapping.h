@@ -46,4 +46,7 @@ class Mapping {
     size_t size_ = 0;
 };
 
+// Bytes of `area` (page-aligned) in memory, by mincore(); throws std::system_error.
+uint64_t resident_bytes(std::span<const uint8_t> area);
+
 }  // namespace mvmm
