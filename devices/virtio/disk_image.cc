@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -33,33 +32,24 @@ int retry_on_eintr(Call call) {
     return ret;
 }
 
-std::vector<iovec> to_iovecs(const GuestBuffers& buffers) {
-    std::vector<iovec> iov;
-    iov.reserve(buffers.parts().size());
-    for (auto part : buffers.parts()) iov.push_back(iovec{part.data(), part.size()});
-    return iov;
-}
-
-// preadv/pwritev until every byte moved.
+// preadv/pwritev until every byte of `buffers` moved, at most kIovWindow pieces per call,
+// the iovecs on the stack: the request path allocates nothing.
+constexpr int kIovWindow = 64;
 using VectorIo = ssize_t (*)(int, const iovec*, int, off_t);
-IoResult transfer_all(VectorIo call, int fd, uint64_t offset, std::vector<iovec> iov) {
-    size_t first = 0;
-    while (first < iov.size()) {
-        const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
-        const ssize_t done = call(fd, &iov[first], count, static_cast<off_t>(offset));
+IoResult transfer_all(VectorIo call, int fd, uint64_t offset, const GuestBuffers& buffers) {
+    uint64_t moved = 0;
+    while (moved < buffers.size()) {
+        std::array<iovec, kIovWindow> iov;  // only the entries filled below are read
+        int count = 0;
+        for (const GuestBuffers::Part piece : buffers.slice(moved, buffers.size())) {
+            iov[count++] = iovec{piece.data(), piece.size()};
+            if (count == kIovWindow) break;
+        }
+        const ssize_t done = call(fd, iov.data(), count, static_cast<off_t>(offset + moved));
         if (done < 0 && errno == EINTR) continue;
         if (done < 0) return errno_result();
         if (done == 0) return errno_result(EIO);  // the image shrank under us
-        offset += done;
-        for (size_t left = done; left > 0;) {
-            if (left >= iov[first].iov_len) {
-                left -= iov[first++].iov_len;
-            } else {
-                iov[first].iov_base = static_cast<uint8_t*>(iov[first].iov_base) + left;
-                iov[first].iov_len -= left;
-                left = 0;
-            }
-        }
+        moved += static_cast<uint64_t>(done);
     }
     return Ok{};
 }
@@ -133,11 +123,11 @@ DiskImage::~DiskImage() {
 }
 
 IoResult DiskImage::read(uint64_t offset, const GuestBuffers& into) const {
-    return transfer_all(::preadv, fd_.get(), offset, to_iovecs(into));
+    return transfer_all(::preadv, fd_.get(), offset, into);
 }
 
 IoResult DiskImage::write(uint64_t offset, const GuestBuffers& from) const {
-    return transfer_all(::pwritev, fd_.get(), offset, to_iovecs(from));
+    return transfer_all(::pwritev, fd_.get(), offset, from);
 }
 
 IoResult DiskImage::flush() {
@@ -169,13 +159,9 @@ IoResult DiskImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unma
 
     // No fallocate zeroing on this host filesystem (tmpfs, NFS...): write zeroes.
     static const std::array<uint8_t, 64 * 1024> zeroes{};
-    std::vector<iovec> iov;
-    for (uint64_t left = length; left > 0;) {
-        const size_t chunk = std::min<uint64_t>(left, zeroes.size());
-        iov.push_back(iovec{const_cast<uint8_t*>(zeroes.data()), chunk});  // only read
-        left -= chunk;
-    }
-    return transfer_all(::pwritev, fd_.get(), offset, std::move(iov));
+    const GuestBuffers::Part zero(const_cast<uint8_t*>(zeroes.data()), zeroes.size());  // only read
+    const std::vector<GuestBuffers::Part> parts((length + zeroes.size() - 1) / zeroes.size(), zero);
+    return transfer_all(::pwritev, fd_.get(), offset, GuestBuffers(parts).slice(0, length));
 }
 
 }  // namespace mvmm::devices::virtio

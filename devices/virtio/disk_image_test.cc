@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "devices/virtio/test_image.h"
@@ -29,6 +30,18 @@ TEST_F(DiskIoTest, WritesAndReadsScatteredBuffers) {
     auto into = scattered();
     ASSERT_TRUE(image.read(4096, into));
     EXPECT_EQ(gathered(), on_disk);
+}
+
+TEST_F(DiskIoTest, MovesMorePiecesThanOneSystemCallTakes) {
+    const auto on_disk = testing::pattern(300 * 8, 3);
+    file.write(0, on_disk);
+    std::vector<uint8_t> into(on_disk.size());
+    std::vector<GuestBuffers::Part> parts;
+    for (size_t at = 0; at < into.size(); at += 8) parts.push_back(std::span(into).subspan(at, 8));
+    ASSERT_TRUE(image.read(0, GuestBuffers(parts).slice(4, into.size() - 8)));
+    EXPECT_TRUE(std::equal(into.begin() + 4, into.end() - 4, on_disk.begin()));
+    EXPECT_EQ(into.front(), 0) << "nothing outside the slice";
+    EXPECT_EQ(into.back(), 0);
 }
 
 TEST_F(DiskIoTest, ReadingPastAShrunkImageFails) {
@@ -80,9 +93,8 @@ TEST(DiskIoReadOnlyTest, AReadOnlyImageCannotBeWritten) {
     DiskImage image = DiskImage::open(file.path(), true);
     EXPECT_TRUE(image.read_only());
     std::vector<uint8_t> data(512, 0x22);
-    GuestBuffers buffers;
-    buffers.append(data);
-    EXPECT_FALSE(image.write(0, buffers)) << "opened O_RDONLY";
+    const GuestBuffers::Part part[] = {data};
+    EXPECT_FALSE(image.write(0, GuestBuffers(part))) << "opened O_RDONLY";
     EXPECT_EQ(file.read(0, 512), filled(512, 0x11));
 }
 

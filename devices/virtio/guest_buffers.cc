@@ -1,35 +1,34 @@
 #include "devices/virtio/guest_buffers.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace mvmm::devices::virtio {
 
-void GuestBuffers::append(std::span<uint8_t> part) {
-    if (part.empty()) return;
-    parts_.push_back(part);
-    size_ += part.size();
+GuestBuffers::GuestBuffers(std::span<const Part> parts) : parts_(parts) {
+    for (const Part& part : parts) size_ += part.size();
 }
 
-GuestBuffers GuestBuffers::slice(uint64_t offset, uint64_t length) const {
+size_t GuestBuffers::piece_count() const noexcept {
+    size_t count = 0;
+    for (auto it = begin(); it != end(); ++it) ++count;
+    return count;
+}
+
+GuestBuffers GuestBuffers::slice(uint64_t offset, uint64_t length) const noexcept {
+    if (offset >= size_) return {};
     GuestBuffers out;
-    for (auto part : parts_) {
-        if (length == 0) break;
-        if (offset >= part.size()) {
-            offset -= part.size();
-            continue;
-        }
-        auto piece = part.subspan(offset, std::min<uint64_t>(length, part.size() - offset));
-        out.append(piece);
-        length -= piece.size();
-        offset = 0;
-    }
+    out.size_ = std::min(length, size_ - offset);
+    uint64_t position = skip_ + offset;
+    size_t first = 0;
+    while (position >= parts_[first].size()) position -= parts_[first++].size();
+    out.parts_ = parts_.subspan(first);
+    out.skip_ = position;
     return out;
 }
 
-uint64_t GuestBuffers::copy_to(uint64_t offset, std::span<uint8_t> out) const {
+uint64_t GuestBuffers::copy_to(uint64_t offset, std::span<uint8_t> out) const noexcept {
     uint64_t copied = 0;
-    for (auto piece : slice(offset, out.size()).parts_) {
+    for (const Part piece : slice(offset, out.size())) {
         // Guest memory may change under us; callers parse only the copy.
         std::memcpy(out.data() + copied, piece.data(), piece.size());
         copied += piece.size();
@@ -37,9 +36,9 @@ uint64_t GuestBuffers::copy_to(uint64_t offset, std::span<uint8_t> out) const {
     return copied;
 }
 
-uint64_t GuestBuffers::copy_from(uint64_t offset, std::span<const uint8_t> in) const {
+uint64_t GuestBuffers::copy_from(uint64_t offset, std::span<const uint8_t> in) const noexcept {
     uint64_t copied = 0;
-    for (auto piece : slice(offset, in.size()).parts_) {
+    for (const Part piece : slice(offset, in.size())) {
         std::memcpy(piece.data(), in.data() + copied, piece.size());
         copied += piece.size();
     }

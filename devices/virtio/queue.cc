@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <stdexcept>
 
 namespace mvmm::devices::virtio {
 namespace {
@@ -120,7 +122,10 @@ Result<SplitQueue, RingError> SplitQueue::create(const GuestMemory& memory,
     return SplitQueue(memory, size, features, *desc, *avail, *used);
 }
 
-Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop() {
+Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop(
+    std::span<GuestBuffers::Part> parts) {
+    if (parts.size() < size_)
+        throw std::invalid_argument("SplitQueue::pop: room for too few parts");
     // Acquire: the ring entry and descriptors the driver wrote before idx are visible.
     const uint16_t avail_idx = ring_field(avail_, kIdxOffset).load(std::memory_order_acquire);
     const uint16_t pending = avail_idx - next_avail_;
@@ -133,16 +138,18 @@ Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop() {
     if (head >= size_) return Unexpected{RingError::HeadOutOfRange};
     DescriptorChain chain;
     chain.head = head;
-    if (auto walked = walk(head, chain); !walked) return Unexpected{walked.error()};
+    if (auto walked = walk(head, parts, chain); !walked) return Unexpected{walked.error()};
     return std::optional<DescriptorChain>{std::move(chain)};
 }
 
-Result<Ok, RingError> SplitQueue::walk(uint16_t head, DescriptorChain& chain) const {
+Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Part> parts,
+                                       DescriptorChain& chain) const {
     std::span<const uint8_t> table = desc_;
     uint32_t table_size = size_;
     uint32_t budget = size_;  // a chain visits each descriptor at most once
     bool in_indirect = false;
     uint64_t total = 0;
+    size_t readable = 0, count = 0;  // parts recorded; the readable ones come first
     uint16_t index = head;
     for (;;) {
         if (index >= table_size) return Unexpected{RingError::NextOutOfRange};
@@ -154,8 +161,7 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, DescriptorChain& chain) co
             if (!indirect_allowed_) return Unexpected{RingError::IndirectNotNegotiated};
             if (in_indirect) return Unexpected{RingError::NestedIndirect};
             if (d.flags & kDescNext) return Unexpected{RingError::IndirectWithNext};
-            if (!chain.readable.empty() || !chain.writable.empty())
-                return Unexpected{RingError::IndirectNotFirst};
+            if (count != 0) return Unexpected{RingError::IndirectNotFirst};
             if (d.len == 0 || d.len % sizeof d != 0 || d.len / sizeof d > size_)
                 return Unexpected{RingError::BadIndirectLength};
             auto indirect = memory_->span(GuestAddr(d.addr), d.len);
@@ -173,13 +179,17 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, DescriptorChain& chain) co
         total += d.len;
         if (total > std::numeric_limits<uint32_t>::max())
             return Unexpected{RingError::ChainTooLarge};
-        if (d.flags & kDescWrite) {
-            chain.writable.append(*buffer);
-        } else {
-            if (!chain.writable.empty()) return Unexpected{RingError::ReadableAfterWritable};
-            chain.readable.append(*buffer);
+        if (!(d.flags & kDescWrite)) {
+            if (readable != count) return Unexpected{RingError::ReadableAfterWritable};
+            ++readable;
         }
-        if (!(d.flags & kDescNext)) return Ok{};
+        // The budget keeps count below the queue size, which `parts` holds.
+        std::construct_at(&parts[count++], *buffer);
+        if (!(d.flags & kDescNext)) {
+            chain.readable = GuestBuffers(parts.first(readable));
+            chain.writable = GuestBuffers(parts.subspan(readable, count - readable));
+            return Ok{};
+        }
         index = d.next;
     }
 }

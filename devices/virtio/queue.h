@@ -38,7 +38,8 @@ enum class RingError {
 };
 std::string_view to_string(RingError error);
 
-// One request from the driver, with every buffer checked.
+// One request from the driver, with every buffer checked.  Its buffer lists are views of the
+// parts pop() was given.
 struct DescriptorChain {
     uint16_t head = 0;      // what the device returns in the used ring
     GuestBuffers readable;  // device-readable, in chain order
@@ -56,8 +57,10 @@ class SplitQueue {
 
     uint16_t size() const noexcept { return size_; }
 
-    // The next available chain, nullopt when the driver has published nothing new.
-    Result<std::optional<DescriptorChain>, RingError> pop();
+    // The next available chain, nullopt when the driver has published nothing new.  Its
+    // buffers are recorded in `parts`, one per descriptor, which must hold size() of them (a
+    // chain has at most that many) and outlive the chain; only the ones used are written.
+    Result<std::optional<DescriptorChain>, RingError> pop(std::span<GuestBuffers::Part> parts);
     // Returns a chain to the driver; `written` is how many bytes the device wrote into its
     // writable buffers.
     void push_used(uint16_t head, uint32_t written);
@@ -74,7 +77,8 @@ class SplitQueue {
   private:
     SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features, std::span<uint8_t> desc,
                std::span<uint8_t> avail, std::span<uint8_t> used);
-    Result<Ok, RingError> walk(uint16_t head, DescriptorChain& chain) const;
+    Result<Ok, RingError> walk(uint16_t head, std::span<GuestBuffers::Part> parts,
+                               DescriptorChain& chain) const;
 
     const GuestMemory* memory_;
     uint16_t size_;

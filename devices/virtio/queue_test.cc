@@ -29,15 +29,17 @@ class QueueTest : public ::testing::Test {
         if (queue) return std::nullopt;
         return queue.error();
     }
+    // Room for the parts of a chain of the largest queue below.
+    std::vector<GuestBuffers::Part> parts = std::vector<GuestBuffers::Part>(4096);
     // Pops one chain that must be there.
     DescriptorChain pop_chain(SplitQueue& queue) {
-        auto popped = queue.pop();
+        auto popped = queue.pop(parts);
         if (!popped) throw std::runtime_error(std::string(to_string(popped.error())));
         if (!*popped) throw std::runtime_error("queue is empty");
         return std::move(**popped);
     }
     std::optional<RingError> pop_error(SplitQueue& queue) {
-        auto popped = queue.pop();
+        auto popped = queue.pop(parts);
         if (popped) return std::nullopt;
         return popped.error();
     }
@@ -111,9 +113,22 @@ TEST_F(QueueTest, RejectsRingsNotEntirelyInRam) {
 
 TEST_F(QueueTest, EmptyQueuePopsNothing) {
     auto queue = make();
-    auto popped = queue.pop();
+    auto popped = queue.pop(parts);
     ASSERT_TRUE(popped);
     EXPECT_FALSE(*popped);
+}
+
+TEST_F(QueueTest, WritesOnlyThePartsAChainUses) {
+    auto queue = make();
+    uint8_t sentinel = 0;
+    std::fill(parts.begin(), parts.end(), GuestBuffers::Part(&sentinel, 1));
+    const Buffer buffers[] = {{data, 4, false}, {data + 100, 10, true}};
+    driver.add_chain(buffers);
+    pop_chain(queue);
+    EXPECT_NE(parts[1].data(), &sentinel);
+    EXPECT_EQ(parts[2].data(), &sentinel);
+    std::vector<GuestBuffers::Part> too_few(driver.size() - 1);
+    EXPECT_THROW((void)queue.pop(too_few), std::invalid_argument);
 }
 
 TEST_F(QueueTest, PopsReadableAndWritableBuffersInOrder) {
@@ -126,7 +141,7 @@ TEST_F(QueueTest, PopsReadableAndWritableBuffersInOrder) {
     auto chain = pop_chain(queue);
     EXPECT_EQ(chain.head, head);
     EXPECT_EQ(chain.readable.size(), 6u);
-    EXPECT_EQ(chain.readable.parts().size(), 2u);
+    EXPECT_EQ(chain.readable.piece_count(), 2u);
     EXPECT_EQ(chain.writable.size(), 10u);
     std::vector<uint8_t> seen(6);
     EXPECT_EQ(chain.readable.copy_to(0, seen), 6u);
@@ -173,7 +188,7 @@ TEST_F(QueueTest, AcceptsAChainJustUnder4GiB) {
     big_driver.add_chain(buffers);
     auto queue = SplitQueue::create(big_guest.memory(), big_driver.config(), 4096, 0);
     ASSERT_TRUE(queue);
-    auto popped = queue->pop();
+    auto popped = queue->pop(parts);
     ASSERT_TRUE(popped);
     EXPECT_EQ((*popped)->readable.size(), std::numeric_limits<uint32_t>::max());
 }
@@ -366,13 +381,10 @@ TEST_F(QueueTest, EventIdxInterruptsWhenUsedEventIsCrossed) {
 
 TEST(GuestBuffersTest, SlicesAndCopiesAcrossParts) {
     std::vector<uint8_t> a(4), b(3), c(5);
-    GuestBuffers buffers;
-    buffers.append(a);
-    buffers.append(std::span<uint8_t>{});  // dropped
-    buffers.append(b);
-    buffers.append(c);
+    const GuestBuffers::Part parts[] = {a, b, c};
+    const GuestBuffers buffers(parts);
     EXPECT_EQ(buffers.size(), 12u);
-    EXPECT_EQ(buffers.parts().size(), 3u);
+    EXPECT_EQ(buffers.piece_count(), 3u);
 
     std::vector<uint8_t> in(12);
     std::iota(in.begin(), in.end(), 1);
@@ -381,7 +393,13 @@ TEST(GuestBuffersTest, SlicesAndCopiesAcrossParts) {
 
     auto middle = buffers.slice(3, 6);  // bytes 4..9
     EXPECT_EQ(middle.size(), 6u);
-    EXPECT_EQ(middle.parts().size(), 3u);
+    EXPECT_EQ(middle.piece_count(), 3u);
+    std::vector<size_t> pieces;
+    for (const auto piece : middle) pieces.push_back(piece.size());
+    EXPECT_EQ(pieces, (std::vector<size_t>{1, 3, 2})) << "the first and last parts are cut";
+    const auto inner = *middle.slice(1, 4).begin();  // stream byte 4: the start of b
+    EXPECT_EQ(inner.data(), b.data()) << "a slice of a slice starts in the right part";
+    EXPECT_EQ(inner.size(), 3u);
     std::vector<uint8_t> out(6);
     EXPECT_EQ(middle.copy_to(0, out), 6u);
     EXPECT_EQ(out, (std::vector<uint8_t>{4, 5, 6, 7, 8, 9}));

@@ -9,9 +9,34 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <memory>
 #include <mutex>
+#include <new>
 
 namespace mvmm::devices::virtio {
+namespace {
+
+// A request's slot: its chain, then room for one part per descriptor the queue holds.  Only
+// what a chain uses is ever written.
+using Part = GuestBuffers::Part;
+constexpr size_t kChainBytes =
+    (sizeof(DescriptorChain) + alignof(Part) - 1) / alignof(Part) * alignof(Part);
+static_assert(alignof(DescriptorChain) <= alignof(Part));
+
+size_t request_slot_size(uint16_t queue_size) {
+    return kChainBytes + queue_size * sizeof(Part);
+}
+
+const DescriptorChain& chain_in(const SlotPool::Slot& slot) {
+    return *std::launder(reinterpret_cast<const DescriptorChain*>(slot.bytes().data()));
+}
+
+std::span<Part> parts_in(const SlotPool::Slot& slot) {
+    const auto room = slot.bytes().subspan(kChainBytes);
+    return {reinterpret_cast<Part*>(room.data()), room.size() / sizeof(Part)};
+}
+
+}  // namespace
 
 void QueueCounters::record_used(uint16_t queue) noexcept {
     using namespace std::chrono;
@@ -40,6 +65,7 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
         RequestHandler& handler;
         Interrupt& interrupt;
         QueueCounters& counters;
+        SlotSource request_alloc;
     };
     Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring);
 
@@ -54,6 +80,8 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     void on_kick(const boost::system::error_code& error);
     void run_batch();  // requires mutex_, !stopped_
     Result<Drained, RingError> drain();
+    Result<bool, RingError> take();
+    bool handle_taken();
     void wait_for_kick();
     void fail(std::string_view why);  // requires mutex_
 
@@ -63,6 +91,8 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     RequestHandler& handler_;
     Interrupt& interrupt_;
     QueueCounters& counters_;
+    SlotPool slots_;                     // one per request in flight, the queue size of them
+    std::vector<SlotPool::Slot> batch_;  // taken off the ring, not handled yet
     boost::asio::strand<boost::asio::io_context::executor_type> strand_;
     boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
     std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
@@ -77,6 +107,7 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       handler_(wiring.handler),
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
+      slots_(request_slot_size(queue_.size()), queue_.size(), wiring.request_alloc),
       strand_(boost::asio::make_strand(io)),
       kick_(io) {
     const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
@@ -87,6 +118,7 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
         ::close(fd);  // assign() did not take it
         throw boost::system::system_error(error, "watching a queue kick eventfd");
     }
+    batch_.reserve(slots_.capacity());
 }
 
 void QueueWorkers::Worker::start() {
@@ -133,25 +165,50 @@ void QueueWorkers::Worker::run_batch() {
     }
 }
 
-// At most a queue's worth of chains per batch, so one busy queue cannot starve the others
-// that share its I/O thread.
+// One batch: take what the ring holds, as far as slots last, then handle it.  At most a
+// queue's worth of chains per batch, so one busy queue cannot starve the others that share
+// its I/O thread.
 Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
-    uint32_t budget = queue_.size();
-    for (;;) {
-        queue_.disable_notifications();
-        for (; budget > 0; --budget) {
-            if (stopping_.load()) return Drained::Stopping;
-            auto popped = queue_.pop();
-            if (!popped) return Unexpected{popped.error()};
-            if (!*popped) break;
-            const DescriptorChain& chain = **popped;
-            ++counters_.requests;
-            queue_.push_used(chain.head, handler_.handle(chain));
-            counters_.record_used(index_);
-        }
-        if (budget == 0) return Drained::More;
-        if (!queue_.enable_notifications()) return Drained::Idle;
+    queue_.disable_notifications();
+    auto more = take();
+    if (!more) return Unexpected{more.error()};
+    if (!handle_taken()) return Drained::Stopping;
+    if (*more) return Drained::More;
+    return queue_.enable_notifications() ? Drained::More : Drained::Idle;
+}
+
+// Pops chains into slots until the ring is empty (false) or every slot is in flight (true:
+// the rest wait in the ring for the slots to come back).
+Result<bool, RingError> QueueWorkers::Worker::take() {
+    batch_.clear();
+    while (!stopping_.load()) {
+        auto slot = slots_.acquire();
+        if (!slot) return true;
+        auto popped = queue_.pop(parts_in(*slot));
+        if (!popped) return Unexpected{popped.error()};
+        if (!*popped) return false;
+        std::construct_at(reinterpret_cast<DescriptorChain*>(slot->bytes().data()), **popped);
+        batch_.push_back(std::move(*slot));
     }
+    return false;
+}
+
+// Hands the batch to the handler in ring order and returns each chain to the driver; false
+// when stop() came first.  The slots go back either way.
+bool QueueWorkers::Worker::handle_taken() {
+    bool completed = true;
+    for (const SlotPool::Slot& slot : batch_) {
+        if (stopping_.load()) {
+            completed = false;
+            break;
+        }
+        const DescriptorChain& chain = chain_in(slot);
+        ++counters_.requests;
+        queue_.push_used(chain.head, handler_.handle(chain));
+        counters_.record_used(index_);
+    }
+    batch_.clear();
+    return completed;
 }
 
 void QueueWorkers::Worker::wait_for_kick() {
@@ -174,8 +231,9 @@ void QueueWorkers::Worker::fail(std::string_view why) {
     interrupt_.notify_config();
 }
 
-QueueWorkers::QueueWorkers(boost::asio::io_context& io, std::string name, QueueCounters& counters)
-    : io_(io), name_(std::move(name)), counters_(counters) {}
+QueueWorkers::QueueWorkers(boost::asio::io_context& io, std::string name, QueueCounters& counters,
+                           SlotSource request_alloc)
+    : io_(io), name_(std::move(name)), counters_(counters), request_alloc_(request_alloc) {}
 
 QueueWorkers::~QueueWorkers() {
     stop();
@@ -204,8 +262,9 @@ bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
                 spdlog::error("{}: queue {} has no kick eventfd", name_, i);
                 return false;
             }
-            const Worker::Wiring wiring{name_,    i, *context.kicks[i], *handler, context.interrupt,
-                                        counters_};
+            const Worker::Wiring wiring{
+                name_,         i, *context.kicks[i], *handler, context.interrupt, counters_,
+                request_alloc_};
             workers.push_back(std::make_shared<Worker>(io_, std::move(queue).value(), wiring));
         }
     } catch (const std::exception& e) {

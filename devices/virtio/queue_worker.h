@@ -4,6 +4,8 @@
 // queue on one thread at a time, so queue state needs no lock), hands every chain to the
 // device's RequestHandler and interrupts the driver.  Data flows one way: the worker is given
 // its queue, handler, interrupt and counters, and never calls back into the device.
+// Every request in flight lives in a slot of its queue's SlotPool (mem/slot_pool.h), so the
+// request path allocates nothing (see README.md, "Requests in flight").
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,7 @@
 
 #include "devices/virtio/device.h"
 #include "devices/virtio/queue.h"
+#include "mem/slot_pool.h"
 
 namespace boost::asio {
 class io_context;
@@ -64,8 +67,10 @@ class QueueWorkers {
     using HandlerFor = std::function<RequestHandler*(uint16_t index)>;
 
     // `name` prefixes log lines ("virtio-blk disk.img").  `io` and `counters` must outlive
-    // the workers.
-    QueueWorkers(boost::asio::io_context& io, std::string name, QueueCounters& counters);
+    // the workers.  `request_alloc` is where requests in flight live: a pool per queue, or
+    // the heap per request (for comparison, as QEMU did).
+    QueueWorkers(boost::asio::io_context& io, std::string name, QueueCounters& counters,
+                 SlotSource request_alloc = SlotSource::pool);
     ~QueueWorkers();  // stop()
     QueueWorkers(const QueueWorkers&) = delete;
     QueueWorkers& operator=(const QueueWorkers&) = delete;
@@ -89,6 +94,7 @@ class QueueWorkers {
     boost::asio::io_context& io_;
     std::string name_;
     QueueCounters& counters_;
+    SlotSource request_alloc_;
     std::vector<std::shared_ptr<Worker>> workers_;
 };
 

@@ -113,6 +113,47 @@ TEST_F(QueueWorkersTest, RemembersWhenAndOnWhichQueueAChainWasLastReturned) {
     EXPECT_LE(last->at, std::chrono::steady_clock::now());
 }
 
+// Every request-alloc mode serves the same chains; only where the request lives differs.
+class QueueWorkersAllocTest : public QueueWorkersTest,
+                              public ::testing::WithParamInterface<SlotSource> {};
+
+TEST_P(QueueWorkersAllocTest, ServesAFullRingAsOneBatchThenResumes) {
+    QueueWorkers workers{io, "test-device", counters, GetParam()};
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(workers.start(context(), 2, 8, [&](uint16_t) { return &handler; }));
+    for (int wave = 0; wave < 3; ++wave) {
+        // Eight one-descriptor chains fill the ring and every slot of the queue's pool.
+        std::vector<GuestAddr> bytes;
+        for (int i = 0; i < 8; ++i) {
+            bytes.push_back(guest.alloc(1));
+            const vt::TestDriver::Buffer chain[] = {{bytes.back(), 1, true}};
+            drivers[0]->add_chain(chain);
+        }
+        kicks[0].signal();
+        ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 8 * (wave + 1); }))
+            << "wave " << wave;
+        for (GuestAddr at : bytes) EXPECT_EQ(byte_at(at), 1);
+    }
+    // The longest chain a queue of 8 holds: every part fits the slot.
+    std::vector<vt::TestDriver::Buffer> longest;
+    for (int i = 0; i < 7; ++i) longest.push_back({guest.alloc(1), 1, false});
+    const GuestAddr in = guest.alloc(1);
+    longest.push_back({in, 1, true});
+    guest.write(longest[0].addr, std::vector<uint8_t>{41});
+    drivers[0]->add_chain(longest);
+    kicks[0].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 25; }));
+    EXPECT_EQ(byte_at(in), 42);
+    EXPECT_EQ(counters.requests.load(), 25u);
+    EXPECT_FALSE(counters.needs_reset.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, QueueWorkersAllocTest,
+                         ::testing::Values(SlotSource::pool, SlotSource::malloc,
+                                           SlotSource::calloc),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
 TEST_F(QueueWorkersTest, LeavesQueuesWithoutAHandlerAlone) {
     IncrementHandler handler;
     vt::IoThread thread(io);

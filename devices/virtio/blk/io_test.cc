@@ -47,8 +47,8 @@ TEST_F(DiskIoTest, ExecutesDiscardAndWriteZeroesRanges) {
 
 TEST_F(DiskIoTest, GetIdWritesTheIdNulPaddedTo20Bytes) {
     std::vector<uint8_t> id(24, 0xff);
-    Request request{.type = RequestType::GetId};
-    request.data.append(std::span(id).first(20));
+    const GuestBuffers::Part id_part[] = {std::span(id).first(20)};
+    const Request request{.type = RequestType::GetId, .data = GuestBuffers(id_part)};
     ASSERT_TRUE(execute(request, image, "disk-7", false));
     std::vector<uint8_t> expected(24, 0);
     std::memcpy(expected.data(), "disk-7", 6);

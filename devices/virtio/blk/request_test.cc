@@ -23,6 +23,7 @@ struct Seg {
 class RequestTest : public ::testing::Test {
   private:
     std::deque<std::vector<uint8_t>> storage_;  // stable addresses; before its users below
+    std::deque<std::vector<GuestBuffers::Part>> part_lists_;
 
   protected:
     std::span<uint8_t> buffer(size_t size) { return storage_.emplace_back(size); }
@@ -37,11 +38,11 @@ class RequestTest : public ::testing::Test {
         std::memcpy(bytes.data(), std::data(segs), bytes.size());
         return bytes;
     }
-    static DescriptorChain chain(std::initializer_list<std::span<uint8_t>> readable,
-                                 std::initializer_list<std::span<uint8_t>> writable) {
+    DescriptorChain chain(std::initializer_list<GuestBuffers::Part> readable,
+                          std::initializer_list<GuestBuffers::Part> writable) {
         DescriptorChain c;
-        for (auto part : readable) c.readable.append(part);
-        for (auto part : writable) c.writable.append(part);
+        c.readable = GuestBuffers(part_lists_.emplace_back(readable));
+        c.writable = GuestBuffers(part_lists_.emplace_back(writable));
         return c;
     }
     std::optional<BlkError> error_of(const DescriptorChain& c) {
@@ -71,8 +72,8 @@ TEST_F(RequestTest, ParsesARead) {
     const auto request = parsed(chain({header(kIn, 10)}, {data, status}));
     EXPECT_EQ(request.type, RequestType::In);
     EXPECT_EQ(request.offset, 10u * 512);
-    ASSERT_EQ(request.data.parts().size(), 1u);
-    EXPECT_EQ(request.data.parts()[0].data(), data.data());
+    ASSERT_EQ(request.data.piece_count(), 1u);
+    EXPECT_EQ((*request.data.begin()).data(), data.data());
     EXPECT_EQ(request.data.size(), 1024u);
 }
 
@@ -90,7 +91,7 @@ TEST_F(RequestTest, AcceptsAnyLayout) {
     const auto request = parsed(chain({whole.subspan(0, 5), whole.subspan(5)}, {data_and_status}));
     EXPECT_EQ(request.offset, 3u * 512);
     EXPECT_EQ(request.data.size(), 512u);
-    EXPECT_EQ(request.data.parts()[0].data(), data_and_status.data());
+    EXPECT_EQ((*request.data.begin()).data(), data_and_status.data());
 }
 
 TEST_F(RequestTest, ParsesFlushAndGetId) {

@@ -15,14 +15,6 @@ Sense write_sense(const std::error_code& error) {
                                                   : sense::kWriteError;
 }
 
-// `block` repeated `blocks` times, as buffers for one vectored write (the same host block in
-// every part: nothing is copied).
-GuestBuffers repeated(std::span<uint8_t> block, uint32_t blocks) {
-    GuestBuffers buffers;
-    for (uint32_t i = 0; i < blocks; ++i) buffers.append(block);
-    return buffers;
-}
-
 }  // namespace
 
 Lun::Lun(const LunConfig& config)
@@ -86,12 +78,14 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
         return Outcome::good(command.no_data_out ? 0 : kBlockSize);
     }
-    // Another pattern: written 1024 blocks at a time.
+    // Another pattern: written 1024 blocks at a time, the same host block in every part of
+    // one vectored write (nothing is copied).
     constexpr uint32_t kChunk = 1024;
+    const std::vector<GuestBuffers::Part> repeated(kChunk, block);
     for (uint32_t done_blocks = 0; done_blocks < command.blocks; done_blocks += kChunk) {
         const uint32_t blocks = std::min(kChunk, command.blocks - done_blocks);
-        auto done =
-            image_.write(offset + uint64_t{done_blocks} * kBlockSize, repeated(block, blocks));
+        auto done = image_.write(offset + uint64_t{done_blocks} * kBlockSize,
+                                 GuestBuffers(std::span(repeated).first(blocks)));
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
     }
     return Outcome::good(kBlockSize);

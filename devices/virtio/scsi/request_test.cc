@@ -15,8 +15,10 @@ constexpr size_t kResponseBytes = sizeof(virtio_scsi_cmd_resp);  // with 96 byte
 class Chain {
   public:
     Chain(std::vector<size_t> readable, std::vector<size_t> writable) {
-        for (size_t n : readable) chain_.readable.append(part(n));
-        for (size_t n : writable) chain_.writable.append(part(n));
+        for (size_t n : readable) readable_.push_back(part(n));
+        for (size_t n : writable) writable_.push_back(part(n));
+        chain_.readable = GuestBuffers(readable_);
+        chain_.writable = GuestBuffers(writable_);
     }
     const DescriptorChain& get() const { return chain_; }
     void set_header(std::array<uint8_t, 8> lun, std::initializer_list<uint8_t> cdb) {
@@ -39,6 +41,7 @@ class Chain {
         return *parts_.back();
     }
     std::vector<std::unique_ptr<std::vector<uint8_t>>> parts_;
+    std::vector<GuestBuffers::Part> readable_, writable_;
     DescriptorChain chain_;
 };
 

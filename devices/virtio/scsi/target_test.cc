@@ -17,12 +17,6 @@ using virtio::testing::TempImage;
 
 constexpr uint64_t kBlocks = 64;
 
-GuestBuffers buffer_over(std::vector<uint8_t>& bytes) {
-    GuestBuffers buffers;
-    buffers.append(bytes);
-    return buffers;
-}
-
 std::vector<uint8_t> rw10(uint8_t opcode, uint32_t lba, uint16_t blocks, uint8_t flags = 0) {
     return {opcode,       flags, uint8_t(lba >> 24),   uint8_t(lba >> 16), uint8_t(lba >> 8),
             uint8_t(lba), 0,     uint8_t(blocks >> 8), uint8_t(blocks),    0};
@@ -42,7 +36,9 @@ class TargetTest : public ::testing::Test {
                       std::vector<uint8_t> out = {}) {
         data_in.assign(in_size, 0xee);
         data_out = std::move(out);
-        return target->execute(lun, cdb, buffer_over(data_out), buffer_over(data_in));
+        const GuestBuffers::Part out_part = data_out, in_part = data_in;
+        return target->execute(lun, cdb, GuestBuffers(std::span(&out_part, 1)),
+                               GuestBuffers(std::span(&in_part, 1)));
     }
 
     std::vector<std::unique_ptr<TempImage>> images;
