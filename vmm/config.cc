@@ -137,6 +137,12 @@ Config parse_command_line(int argc, char** argv) {
                    "PCIe root ports with nothing behind them, after the disks' own (as QEMU's "
                    "pcie-root-port without a device)")
         ->check(CLI::Range(0u, 248u));
+    std::string request_alloc = "pool";
+    app.add_option("--request-alloc", request_alloc,
+                   "where disk requests in flight live (virtio-blk and virtio-scsi): pool (slots "
+                   "per queue, reused, nothing allocated or zeroed per request), malloc or calloc "
+                   "(one heap allocation per request, zeroed with calloc, as QEMU did)")
+        ->capture_default_str();
     app.add_option("--io-threads", config.io_threads,
                    "threads that run disk I/O (default: one per host CPU, at most 4)")
         ->check(CLI::Range(1u, IoThreads::kMaxCount));
@@ -174,6 +180,9 @@ Config parse_command_line(int argc, char** argv) {
     config.serial = parse_serial(serial);
     config.memory = parse_memory_option(memory);
     config.disks = parse_disks(scsi_controllers, disks);
+    config.request_alloc = parse_request_alloc_option(request_alloc);
+    for (auto& disk : config.disks.blk) disk.request_alloc = config.request_alloc;
+    for (auto& scsi : config.disks.scsi) scsi.controller.request_alloc = config.request_alloc;
     try {
         config.trim.policy = rcu::parse_trim_policy(trim_policy);
     } catch (const std::invalid_argument& e) {

@@ -27,12 +27,13 @@ struct Config {
     SerialConfig serial;
     std::string log_level = "info";
     rcu::TrimConfig trim;
-    DiskOptions disks;              // virtio-blk disks, SCSI controllers with their LUNs
-    unsigned empty_root_ports = 0;  // PCIe root ports with nothing behind them
-    unsigned io_threads = 0;        // 0: IoThreads::default_count()
-    std::string api_socket;         // empty: no management socket
-    unsigned vcpu_watchdog = 0;     // seconds; 0: off
-    std::string report;             // empty: no boot report (--report FILE)
+    DiskOptions disks;  // virtio-blk disks, SCSI controllers with their LUNs
+    SlotSource request_alloc = SlotSource::pool;  // given to every disk and controller
+    unsigned empty_root_ports = 0;                // PCIe root ports with nothing behind them
+    unsigned io_threads = 0;                      // 0: IoThreads::default_count()
+    std::string api_socket;                       // empty: no management socket
+    unsigned vcpu_watchdog = 0;                   // seconds; 0: off
+    std::string report;                           // empty: no boot report (--report FILE)
 };
 
 // Parses argv; prints help/version and exits 0 for --help/--version, throws UsageError.

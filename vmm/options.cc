@@ -161,4 +161,15 @@ RamConfig parse_memory_option(std::string_view text) {
     return config;
 }
 
+SlotSource parse_request_alloc_option(std::string_view text) {
+    OptionParser parser("--request-alloc", {"mode"}, "mode");
+    parser.parse(text);
+    if (!parser.has("mode")) parser.fail("expected pool, malloc or calloc");
+    return parser.choice("mode",
+                         {{"pool", SlotSource::pool},
+                          {"malloc", SlotSource::malloc},
+                          {"calloc", SlotSource::calloc}},
+                         SlotSource::pool);
+}
+
 }  // namespace mvmm

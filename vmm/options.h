@@ -8,6 +8,7 @@
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/scsi/config.h"
 #include "mem/ram_config.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm {
 
@@ -35,5 +36,8 @@ void add_disk_option(std::string_view text, DiskOptions& disks);
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]
 // [,prealloc-threads=N][,prealloc-method=touch|populate][,host-node=N]
 RamConfig parse_memory_option(std::string_view text);
+
+// --request-alloc pool|malloc|calloc: where device requests in flight live.
+SlotSource parse_request_alloc_option(std::string_view text);
 
 }  // namespace mvmm

@@ -96,6 +96,20 @@ TEST(Config, ParsesMemoryAndTrimOptions) {
     EXPECT_EQ(c.trim.factor, 50);
 }
 
+TEST(Config, RequestAllocGoesToEveryDiskAndController) {
+    EXPECT_EQ(parse({"--kernel", "k", "--disk", "path=a"}).disks.blk[0].request_alloc,
+              SlotSource::pool);
+    auto c = parse({"--kernel", "k", "--disk", "path=a", "--request-alloc", "calloc", "--disk",
+                    "path=b", "--scsi-controller", "id=c0", "--disk", "path=c,controller=c0"});
+    EXPECT_EQ(c.request_alloc, SlotSource::calloc);
+    ASSERT_EQ(c.disks.blk.size(), 2u);
+    EXPECT_EQ(c.disks.blk[0].request_alloc, SlotSource::calloc);
+    EXPECT_EQ(c.disks.blk[1].request_alloc, SlotSource::calloc);
+    ASSERT_EQ(c.disks.scsi.size(), 1u);
+    EXPECT_EQ(c.disks.scsi[0].controller.request_alloc, SlotSource::calloc);
+    EXPECT_THROW(parse({"--kernel", "k", "--request-alloc", "slab"}), UsageError);
+}
+
 TEST(Config, ValidateChecksFilesAndRanges) {
     auto dir = std::filesystem::temp_directory_path();
     auto kernel = dir / "mvmm_config_test_kernel";

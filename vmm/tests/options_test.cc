@@ -166,6 +166,16 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
     }
 }
 
+TEST(RequestAllocOption, NamesWhereRequestsLive) {
+    EXPECT_EQ(parse_request_alloc_option("pool"), SlotSource::pool);
+    EXPECT_EQ(parse_request_alloc_option("malloc"), SlotSource::malloc);
+    EXPECT_EQ(parse_request_alloc_option("mode=calloc"), SlotSource::calloc);
+    EXPECT_THAT(error_of(parse_request_alloc_option, "slab"),
+                HasSubstr("--request-alloc 'slab': slab: expected one of pool, malloc, calloc"));
+    EXPECT_THAT(error_of(parse_request_alloc_option, ""),
+                HasSubstr("expected pool, malloc or calloc"));
+}
+
 TEST(MemoryOption, BareSizeTakesDefaults) {
     const RamConfig config = parse_memory_option("512M");
     EXPECT_EQ(config, RamConfig{.size = 512 * MiB});

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "mem/slot_pool.h"
+
 namespace mvmm::devices::virtio::blk {
 
 inline constexpr uint16_t kMaxQueues = 64;
@@ -23,6 +25,7 @@ struct DiskConfig {
                                         // from the path (see disk_serial)
     uint16_t queues = 1;                // 1 to kMaxQueues
     DiskBus bus = DiskBus::RootPort;
+    SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
 };
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured

@@ -128,7 +128,7 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
       config_space_(make_config_space(requests_.info, num_queues_)),
-      workers_(io, "virtio-blk " + config.path, counters_) {}
+      workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
     read_config_space(config_space_, offset, data);

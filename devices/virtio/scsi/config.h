@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "mem/slot_pool.h"
+
 namespace mvmm::devices::virtio::scsi {
 
 // LUN numbers 0 to 16383: single-level flat space addressing, the range Linux's virtio_scsi
@@ -27,6 +29,7 @@ struct ControllerConfig {
     std::string id;               // for messages: "c0"
     uint16_t request_queues = 1;  // 1 to kMaxRequestQueues
     std::vector<LunConfig> luns;
+    SlotSource request_alloc = SlotSource::pool;  // where commands in flight live
 };
 
 }  // namespace mvmm::devices::virtio::scsi

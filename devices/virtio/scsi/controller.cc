@@ -73,7 +73,7 @@ ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_c
       control_(target_, in_flight_, counters_.bad_requests),
       cdb_size_(VIRTIO_SCSI_CDB_DEFAULT_SIZE),
       sense_size_(VIRTIO_SCSI_SENSE_DEFAULT_SIZE),
-      workers_(io, "virtio-scsi " + config.id, counters_) {}
+      workers_(io, "virtio-scsi " + config.id, counters_, config.request_alloc) {}
 
 uint64_t ScsiController::features() const {
     // No HOTPLUG or CHANGE: the LUNs are fixed, so the event queue stays quiet.

@@ -35,8 +35,11 @@ struct Sent {
 
 class ControllerTest : public ::testing::Test {
   protected:
-    void make(uint16_t request_queues = 1) {
-        ControllerConfig config{.id = "c0", .request_queues = request_queues, .luns = {}};
+    void make(uint16_t request_queues = 1, SlotSource request_alloc = SlotSource::pool) {
+        ControllerConfig config{.id = "c0",
+                                .request_queues = request_queues,
+                                .luns = {},
+                                .request_alloc = request_alloc};
         config.luns.push_back({disk.path(), 0, false, "disk-0"});
         config.luns.push_back({disk2.path(), 3, true, "disk-3"});
         controller.reset();  // it holds the images' locks
@@ -238,6 +241,19 @@ TEST_F(ControllerTest, EventBuffersStayWithTheDevice) {
     wait_used(1);
     std::this_thread::sleep_for(20ms);
     EXPECT_EQ(drivers[1]->used_idx(), 0) << "no event to report";
+}
+
+TEST_F(ControllerTest, CommandsFromTheHeapServeAsPooledOnesDo) {
+    for (SlotSource request_alloc : {SlotSource::malloc, SlotSource::calloc}) {
+        make(1, request_alloc);
+        ASSERT_TRUE(activate());
+        const auto data = vt::pattern(512, uint8_t(request_alloc));
+        send(address(0), {0x2a, 0, 0, 0, 0, 5, 0, 0, 1, 0}, data);
+        const auto read = send(address(0), {0x28, 0, 0, 0, 0, 5, 0, 0, 1, 0}, {}, 512);
+        wait_used(2);
+        EXPECT_EQ(response_of(read).status, 0) << to_string(request_alloc);
+        EXPECT_EQ(guest.read(read.data, 512), data) << to_string(request_alloc);
+    }
 }
 
 TEST_F(ControllerTest, EveryRequestQueueServes) {
