@@ -1,0 +1,292 @@
+// The virtio-blk request path without a guest CPU (tools/bench/blk_rig.h): 4 KiB random reads
+// and 64 KiB sequential reads at a fixed queue depth on several queues, for each
+// --request-alloc mode, repetitions interleaved.  Reports IOPS, CPU per request (the whole
+// process by getrusage, and the I/O threads alone), heap allocations per request (counted by
+// tools/bench/alloc_counter.cc) and kicks and interrupts per request.  --short is the CI test:
+// a few thousand requests per mode, every byte checked against the image, and no heap
+// allocation per request in pool mode.  tools/request-bench runs it for several allocator
+// builds and under callgrind.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tools/bench/alloc_counter.h"
+#include "tools/bench/blk_rig.h"
+#include "vmm/option_parser.h"
+#include "vmm/options.h"
+
+#ifdef MVMM_HAVE_CALLGRIND
+#include <valgrind/callgrind.h>
+#endif
+
+namespace mvmm::bench {
+namespace {
+
+struct Options {
+    std::vector<std::string> modes{"pool", "malloc", "calloc"};
+    std::vector<std::string> workloads{"rand4k", "seq64k"};
+    uint16_t queues = 4;
+    uint16_t depth = 32;
+    unsigned io_threads = 2;
+    uint64_t requests = 20000;  // per queue and run
+    unsigned reps = 3;
+    std::string image_dir = "/dev/shm";
+    std::string image_size = "256M";
+    bool short_mode = false;
+    bool json = false;
+    bool callgrind = false;  // toggle callgrind's collection around the measured window
+    bool cache_rss = false;
+};
+
+struct Sample {
+    std::string mode, workload;
+    unsigned rep = 0;
+    uint64_t requests = 0;
+    double seconds = 0, iops = 0, mib_per_s = 0;
+    double cpu_ns = 0, io_cpu_ns = 0, allocations = 0, kicks = 0, interrupts = 0;  // per request
+};
+
+uint64_t process_cpu_ns() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    auto ns = [](const timeval& t) {
+        return uint64_t(t.tv_sec) * 1'000'000'000 + t.tv_usec * 1000;
+    };
+    return ns(usage.ru_utime) + ns(usage.ru_stime);
+}
+
+// On-CPU time of the given threads (the first field of schedstat, in ns).
+uint64_t threads_cpu_ns(const std::vector<pid_t>& tids) {
+    uint64_t total = 0;
+    for (pid_t tid : tids) {
+        std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+        uint64_t ns = 0;
+        stat >> ns;
+        total += ns;
+    }
+    return total;
+}
+
+void toggle_callgrind([[maybe_unused]] bool on) {
+#ifdef MVMM_HAVE_CALLGRIND
+    if (on) CALLGRIND_TOGGLE_COLLECT;
+#endif
+}
+
+Workload workload_named(const std::string& name) {
+    if (name == "rand4k") return Workload::rand4k;
+    if (name == "seq64k") return Workload::seq64k;
+    throw CLI::ValidationError("--workloads", "unknown workload " + name);
+}
+
+Sample run_once(const Options& options, const PatternImage& image, const std::string& mode,
+                const std::string& workload, unsigned rep) {
+    BlkRig rig({.image = image,
+                .workload = workload_named(workload),
+                .queues = options.queues,
+                .depth = options.depth,
+                .request_alloc = parse_request_alloc_option(mode),
+                .io_threads = options.io_threads,
+                .verify_every_word = options.short_mode});
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point t0, t1;
+    uint64_t cpu0 = 0, cpu1 = 0, io0 = 0, io1 = 0, alloc0 = 0, alloc1 = 0;
+    const auto tids = rig.io_thread_ids();
+    const LoadResult load = rig.run(
+        options.requests,
+        [&] {
+            io0 = threads_cpu_ns(tids);
+            cpu0 = process_cpu_ns();
+            t0 = Clock::now();
+            alloc0 = allocations();
+            toggle_callgrind(options.callgrind);
+        },
+        [&] {
+            toggle_callgrind(options.callgrind);
+            alloc1 = allocations();
+            t1 = Clock::now();
+            cpu1 = process_cpu_ns();
+            io1 = threads_cpu_ns(tids);
+        });
+    Sample s{.mode = mode, .workload = workload, .rep = rep, .requests = load.requests};
+    const double n = double(load.requests);
+    s.seconds = std::chrono::duration<double>(t1 - t0).count();
+    s.iops = n / s.seconds;
+    s.mib_per_s = s.iops * (workload == "rand4k" ? 4.0 : 64.0) / 1024;
+    s.cpu_ns = double(cpu1 - cpu0) / n;
+    s.io_cpu_ns = double(io1 - io0) / n;
+    s.allocations = double(alloc1 - alloc0) / n;
+    s.kicks = double(load.kicks) / n;
+    s.interrupts = double(load.interrupts) / n;
+    return s;
+}
+
+void print(const Sample& s, bool json) {
+    if (json) {
+        std::printf(
+            "{\"allocator\": \"%s\", \"mode\": \"%s\", \"workload\": \"%s\", \"rep\": %u, "
+            "\"requests\": %lu, \"seconds\": %.4f, \"iops\": %.0f, \"mib_per_s\": %.1f, "
+            "\"cpu_ns_per_request\": %.0f, \"io_thread_ns_per_request\": %.0f, "
+            "\"allocations_per_request\": %.4f, \"kicks_per_request\": %.4f, "
+            "\"interrupts_per_request\": %.4f}\n",
+            active_allocator(), s.mode.c_str(), s.workload.c_str(), s.rep,
+            static_cast<unsigned long>(s.requests), s.seconds, s.iops, s.mib_per_s, s.cpu_ns,
+            s.io_cpu_ns, s.allocations, s.kicks, s.interrupts);
+    } else {
+        std::printf("%-7s %-7s %3u %9.0f %8.1f %10.0f %10.0f %9.3f %7.3f %7.3f\n", s.mode.c_str(),
+                    s.workload.c_str(), s.rep, s.iops, s.mib_per_s, s.cpu_ns, s.io_cpu_ns,
+                    s.allocations, s.kicks, s.interrupts);
+    }
+    std::fflush(stdout);
+}
+
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+void print_summary(const std::vector<Sample>& samples) {
+    std::map<std::pair<std::string, std::string>, std::vector<const Sample*>> groups;
+    for (const auto& s : samples) groups[{s.workload, s.mode}].push_back(&s);
+    std::printf("\nmedian of %zu repetitions (allocator %s)\n", groups.begin()->second.size(),
+                active_allocator());
+    std::printf("%-7s %-7s %9s %10s %10s %9s\n", "load", "mode", "IOPS", "cpu ns/req", "io ns/req",
+                "allocs/req");
+    for (const auto& [key, group] : groups) {
+        auto of = [&](double Sample::*field) {
+            std::vector<double> values;
+            for (const Sample* s : group) values.push_back(s->*field);
+            return median(values);
+        };
+        std::printf("%-7s %-7s %9.0f %10.0f %10.0f %9.3f\n", key.first.c_str(), key.second.c_str(),
+                    of(&Sample::iops), of(&Sample::cpu_ns), of(&Sample::io_cpu_ns),
+                    of(&Sample::allocations));
+    }
+}
+
+uint64_t rss_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    uint64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * uint64_t(::sysconf(_SC_PAGESIZE));
+}
+
+// The seed of issue 17: a cache of 2,560 blocks of 64 KiB as separate page-aligned heap
+// allocations against one lazily touched mapping (a SlotPool), each block used for `used`
+// bytes, as a bounce buffer of a smaller I/O is.  Prints the RSS each costs.
+void cache_rss(uint64_t used) {
+    constexpr size_t kBlocks = 2560, kBlock = 64 * 1024;
+    const uint64_t before_pool = rss_bytes();
+    uint64_t pool_cost = 0;
+    {
+        SlotPool pool(kBlock, kBlocks);
+        std::vector<SlotPool::Slot> slots;
+        for (size_t i = 0; i < kBlocks; ++i) slots.push_back(std::move(*pool.acquire()));
+        for (auto& slot : slots) std::memset(slot.bytes().data(), 1, used);
+        pool_cost = rss_bytes() - before_pool;
+    }
+    const uint64_t before_heap = rss_bytes();
+    std::vector<void*> blocks(kBlocks);
+    for (void*& block : blocks)
+        if (::posix_memalign(&block, 4096, kBlock) != 0) throw std::bad_alloc();
+    for (void* block : blocks) std::memset(block, 1, used);
+    const uint64_t heap_cost = rss_bytes() - before_heap;
+    for (void* block : blocks) std::free(block);
+    std::printf(
+        "cache of %zu x 64 KiB blocks, %lu KiB of each used: one mapping %.1f MiB, "
+        "posix_memalign %.1f MiB (%s)\n",
+        kBlocks, static_cast<unsigned long>(used / 1024), pool_cost / 1048576.0,
+        heap_cost / 1048576.0, active_allocator());
+}
+
+// --short's assertions; returns the number of failures.
+int check_short(const std::vector<Sample>& samples) {
+    int failures = 0;
+    for (const auto& s : samples) {
+        if (s.mode != "pool" || !counting_allocations()) continue;
+        if (s.allocations != 0) {
+            std::printf("FAIL: pool mode, %s: %.4f heap allocations per request, expected 0\n",
+                        s.workload.c_str(), s.allocations);
+            ++failures;
+        }
+    }
+    return failures;
+}
+
+int run(const Options& options) {
+    if (options.cache_rss) {
+        for (uint64_t used : {4096u, 65536u}) cache_rss(used);
+        return 0;
+    }
+    const PatternImage image(options.image_dir, parse_size(options.image_size));
+    if (!options.json)
+        std::printf("%-7s %-7s %3s %9s %8s %10s %10s %9s %7s %7s\n", "mode", "load", "rep", "IOPS",
+                    "MiB/s", "cpu ns/req", "io ns/req", "allocs/req", "kicks", "irqs");
+    std::vector<Sample> samples;
+    for (unsigned rep = 1; rep <= options.reps; ++rep)
+        for (const auto& workload : options.workloads)
+            for (const auto& mode : options.modes) {
+                samples.push_back(run_once(options, image, mode, workload, rep));
+                print(samples.back(), options.json);
+            }
+    if (!options.json) print_summary(samples);
+    if (!options.short_mode) return 0;
+    if (!counting_allocations()) std::printf("allocation counting is off in this build\n");
+    const int failures = check_short(samples);
+    std::printf("%s: %zu runs, every byte read matched the image\n", failures ? "FAIL" : "ok",
+                samples.size());
+    return failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace mvmm::bench
+
+int main(int argc, char** argv) {
+    mvmm::bench::Options options;
+    CLI::App app{"virtio-blk request-path benchmark (no guest CPU)", "request-bench"};
+    app.add_option("--modes", options.modes, "request-alloc modes: pool, malloc, calloc")
+        ->delimiter(',');
+    app.add_option("--workloads", options.workloads, "rand4k, seq64k")->delimiter(',');
+    app.add_option("--queues", options.queues, "queues of the disk, one driver thread each")
+        ->check(CLI::Range(1, 16));
+    app.add_option("--depth", options.depth, "requests in flight per queue")
+        ->check(CLI::Range(1, 128));
+    app.add_option("--io-threads", options.io_threads, "I/O threads")->check(CLI::Range(1, 16));
+    app.add_option("--requests", options.requests, "measured requests per queue and run");
+    app.add_option("--reps", options.reps, "repetitions, interleaved")->check(CLI::Range(1, 100));
+    app.add_option("--image-dir", options.image_dir, "where the raw image goes (tmpfs)");
+    app.add_option("--image-size", options.image_size, "image size (K, M, G)");
+    app.add_flag("--short", options.short_mode,
+                 "CI test: 1000 requests per queue, 1 repetition, every byte checked, no heap "
+                 "allocation per request in pool mode");
+    app.add_flag("--json", options.json, "one JSON object per run");
+    app.add_flag("--callgrind", options.callgrind,
+                 "toggle callgrind's collection around the measured requests (run under "
+                 "valgrind --tool=callgrind --collect-atstart=no)");
+    app.add_flag("--cache-rss", options.cache_rss,
+                 "only compare the RSS of 2,560 64 KiB blocks as one mapping and as separate "
+                 "posix_memalign allocations");
+    CLI11_PARSE(app, argc, argv);
+    if (options.short_mode) {
+        options.requests = 1000;
+        options.reps = 1;
+        options.image_size = "16M";
+    }
+    try {
+        return mvmm::bench::run(options);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "request-bench: %s\n", e.what());
+        return 1;
+    }
+}
