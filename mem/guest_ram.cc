@@ -90,7 +90,7 @@ Backing resolve_backing(const RamConfig& config) {
     if (config.path.empty()) return {asked_page_size, asked_hugepages};
 
     struct statfs fs {};
-    if (::statfs(config.path.c_str(), &fs) != 0)
+    if (::statfs(config.path.c_str(), &fs) != 0 || ::access(config.path.c_str(), W_OK) != 0)
         throw RamError("path=" + config.path + ": " + errno_text());
     if (fs.f_type == HUGETLBFS_MAGIC) {
         const auto mount_page_size = static_cast<uint64_t>(fs.f_bsize);
@@ -226,6 +226,18 @@ std::string explain(const PreallocError& error, const RamConfig& config, const B
     return error.what();
 }
 
+// The backing, once the host is known to be able to provide it.
+Backing checked_backing(const RamConfig& config, std::span<const RamRange> layout) {
+    const Backing backing = resolve_backing(config);
+    check_layout(config, layout, backing.page_size);
+    if (config.host_node) check_node(*config.host_node);
+    if (backing.hugetlb)
+        check_hugepages(backing.page_size, config.size / backing.page_size, config.host_node);
+    else if (config.prealloc)
+        check_memory(config.size);
+    return backing;
+}
+
 }  // namespace
 
 uint64_t meminfo_bytes(std::string_view field) {
@@ -239,16 +251,13 @@ uint64_t meminfo_bytes(std::string_view field) {
     return 0;
 }
 
+void check_guest_ram(const RamConfig& config, std::span<const RamRange> layout) {
+    (void)checked_backing(config, layout);
+}
+
 GuestMemory allocate_guest_ram(const RamConfig& config, std::span<const RamRange> layout,
                                unsigned guest_cpus, PreallocObserver* progress) {
-    const Backing backing = resolve_backing(config);
-    check_layout(config, layout, backing.page_size);
-    if (config.host_node) check_node(*config.host_node);
-    if (backing.hugetlb)
-        check_hugepages(backing.page_size, config.size / backing.page_size, config.host_node);
-    else if (config.prealloc)
-        check_memory(config.size);
-
+    const Backing backing = checked_backing(config, layout);
     try {
         GuestMemory memory = map_ranges(config, layout, backing);
         if (config.prealloc) {

@@ -38,6 +38,10 @@ class RamError : public std::runtime_error {
 GuestMemory allocate_guest_ram(const RamConfig& config, std::span<const RamRange> layout,
                                unsigned guest_cpus, PreallocObserver* progress = nullptr);
 
+// What allocate_guest_ram checks before it maps anything, for a command line to be refused
+// before a VM exists: throws the same errors, touches nothing.
+void check_guest_ram(const RamConfig& config, std::span<const RamRange> layout);
+
 // A /proc/meminfo field ("MemAvailable") in bytes; 0 when there is no such field.
 uint64_t meminfo_bytes(std::string_view field);
 

@@ -14,6 +14,8 @@
 #include <optional>
 
 #include "devices/pci/host_bridge.h"
+#include "mem/guest_ram.h"
+#include "vmm/api/server.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/io_threads.h"
 #include "vmm/layout.h"
@@ -50,13 +52,31 @@ void check_writable_file(const std::string& what, const std::string& path) {
 
 // Loading places the initrd the same way, once guest RAM exists.
 void check_initrd(const std::string& path, const boot::BzImage& kernel, uint64_t memory) {
-    check_readable_file("initrd", path);
+    check_readable_file("--initrd", path);
     const auto low_ram = layout::ram_ranges(memory).front();
     try {
         boot::place_initrd(kernel, std::filesystem::file_size(path),
                            low_ram.base.value() + low_ram.size);
     } catch (const boot::BootError& e) {
-        throw UsageError("initrd '" + path + "': " + e.what());
+        throw UsageError("--initrd '" + path + "': " + e.what());
+    }
+}
+
+// What the host cannot give (a path= that is no writable directory, hugepages it lacks, a NUMA
+// node it does not have) is known before any RAM is mapped.
+void check_ram(const RamConfig& ram) {
+    try {
+        check_guest_ram(ram, layout::ram_ranges(ram.size));
+    } catch (const RamError& e) {
+        throw UsageError(std::string("--memory: ") + e.what());
+    }
+}
+
+void check_api_socket(const std::string& path) {
+    try {
+        api::check_socket_path(path);
+    } catch (const api::ApiSocketError& e) {
+        throw UsageError(std::string("--api-socket: ") + e.what());
     }
 }
 
@@ -197,13 +217,18 @@ Config parse_command_line(int argc, char** argv) {
 }
 
 void validate(const Config& config) {
-    check_readable_file("kernel", config.kernel);
-    const auto kernel_file = read_file(config.kernel, "kernel");
+    check_readable_file("--kernel", config.kernel);
+    const auto kernel_file = read_file(config.kernel, "--kernel");
     std::optional<boot::BzImage> kernel;
     try {
         kernel = boot::parse_bzimage(kernel_file);
     } catch (const boot::BootError& e) {
-        throw UsageError("kernel '" + config.kernel + "': " + e.what());
+        throw UsageError("--kernel '" + config.kernel + "': " + e.what());
+    }
+    try {
+        boot::check_cmdline(*kernel, config.cmdline);
+    } catch (const boot::BootError& e) {
+        throw UsageError(std::string("--cmdline: ") + e.what());
     }
     if (config.cpus == 0 || config.cpus > kMaxCpus)
         throw UsageError("--cpus must be between 1 and " + std::to_string(kMaxCpus));
@@ -214,10 +239,12 @@ void validate(const Config& config) {
     if (memory > host)
         throw UsageError("--memory " + format_size(memory) + " is more than this host has (" +
                          format_size(host) + ")");
+    check_ram(config.memory);
     if (!config.initrd.empty()) check_initrd(config.initrd, *kernel, memory);
     check_pci(config.disks, config.empty_root_ports);
     if (config.serial.kind == SerialConfig::Kind::File)
         check_writable_file("--serial file", config.serial.path);
+    if (!config.api_socket.empty()) check_api_socket(config.api_socket);
 }
 
 }  // namespace mvmm

@@ -67,10 +67,7 @@ void remove_stale_socket(boost::asio::io_context& io, const std::string& path) {
 }
 
 stream_protocol::acceptor listen_on(boost::asio::io_context& io, const std::string& path) {
-    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
-        fail(path, "the path must be 1 to " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
-                       " bytes long");
-    }
+    check_socket_path(path);
     remove_stale_socket(io, path);
     stream_protocol::acceptor acceptor(io, stream_protocol());
     // Linux gives the socket file the socket's own mode (minus the umask), so no other user
@@ -178,6 +175,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 }  // namespace
+
+void check_socket_path(const std::string& path) {
+    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+        fail(path, "the path must be 1 to " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                       " bytes long");
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+        fail(path, "the file exists and is not a socket; not replacing it");
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        fail(path, "no writable directory '" + dir + "' to create it in");
+}
 
 class ApiServer::Listener : public std::enable_shared_from_this<Listener> {
   public:

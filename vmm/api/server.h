@@ -25,6 +25,11 @@ class ApiSocketError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// What can be known about `socket_path` without touching it: its length, that a file already
+// there is a socket (a stale one gets replaced, anything else is kept) and that its directory
+// is writable.  Throws ApiSocketError; the server checks the same again when it starts.
+void check_socket_path(const std::string& socket_path);
+
 class ApiServer {
   public:
     // Listens on `socket_path` (mode 0600) and starts accepting once the io_context runs.  A

@@ -191,9 +191,20 @@ TEST(ApiServer, RefusesUnusablePaths) {
     std::ofstream(file) << "keep me";
     expect_refused(file, "not a socket");
     EXPECT_TRUE(std::filesystem::exists(file));
-    expect_refused((dir.path() / "no-such-dir" / "api.sock").string(), "cannot bind");
+    expect_refused((dir.path() / "no-such-dir" / "api.sock").string(), "no writable directory");
     expect_refused("/tmp/" + std::string(200, 'x'), "bytes long");
     expect_refused("", "bytes long");
+}
+
+TEST(ApiServer, PathsAreCheckedWithoutTouchingThem) {
+    TempDir dir;
+    const auto path = dir.path() / "api.sock";
+    EXPECT_NO_THROW(check_socket_path(path.string()));
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_THROW(check_socket_path((dir.path() / "no-such-dir" / "api.sock").string()),
+                 ApiSocketError);
+    EXPECT_THROW(check_socket_path(dir.path().string()), ApiSocketError);  // a directory
+    EXPECT_THROW(check_socket_path("/tmp/" + std::string(200, 'x')), ApiSocketError);
 }
 
 }  // namespace

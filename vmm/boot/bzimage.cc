@@ -93,14 +93,21 @@ GuestAddr place_initrd(const BzImage& image, uint64_t initrd_bytes, uint64_t low
     return GuestAddr((limit - initrd_bytes) & ~(kPageSize - 1));
 }
 
+void check_cmdline(const BzImage& image, std::string_view cmdline) {
+    const uint64_t accepted =
+        std::min<uint64_t>(layout::kCmdlineMax - 1, image.header.cmdline_size);
+    if (cmdline.size() > accepted)
+        throw BootError("the kernel command line is " + std::to_string(cmdline.size()) +
+                        " bytes, longer than the kernel accepts (" + std::to_string(accepted) +
+                        " bytes)");
+}
+
 BootInfo load_linux(const GuestMemory& memory, const BootInputs& in) {
     const setup_header& hdr = in.image.header;
     const GuestAddr kernel_addr = layout::kHighMemStart;
     write_or_throw(memory, kernel_addr, in.image.kernel, "the kernel");
 
-    if (in.cmdline.size() + 1 > std::min<uint64_t>(layout::kCmdlineMax, hdr.cmdline_size + 1ull))
-        throw BootError("the kernel command line is longer than the kernel accepts (" +
-                        std::to_string(hdr.cmdline_size) + " bytes)");
+    check_cmdline(in.image, in.cmdline);
     std::vector<char> cmdline(in.cmdline.begin(), in.cmdline.end());
     cmdline.push_back('\0');
     write_or_throw(memory, layout::kCmdline, std::span<const char>(cmdline), "the command line");

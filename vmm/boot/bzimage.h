@@ -8,6 +8,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mem/guest_memory.h"
@@ -58,6 +59,9 @@ struct BootInfo {
 // (untrusted) header, checked for wrap-around, so config validation can run it before any
 // memory exists.  Throws BootError when it does not fit.
 GuestAddr place_initrd(const BzImage& image, uint64_t initrd_bytes, uint64_t low_ram_end);
+
+// Throws BootError when the kernel does not accept a command line this long.
+void check_cmdline(const BzImage& image, std::string_view cmdline);
 
 // Writes kernel, initrd, command line and zero page to guest memory.  Throws BootError
 // when they do not fit (e.g. initrd larger than the RAM below the kernel's limit).

@@ -226,7 +226,7 @@ TEST_F(Validate, AnInitrdThatCannotBePlacedIsAUsageError) {
     EXPECT_NO_THROW(validate(config));
     config.memory.size = 64 << 20;
     std::filesystem::resize_file(config.initrd, 60 << 20);  // over the kernel at 16-24 MiB
-    expect_usage_error([&] { validate(config); }, "initrd");
+    expect_usage_error([&] { validate(config); }, "--initrd");
 }
 
 TEST_F(Validate, TheSerialFileMustBeCreatable) {
@@ -237,6 +237,39 @@ TEST_F(Validate, TheSerialFileMustBeCreatable) {
     expect_usage_error([&] { validate(config); }, "--serial");
     config.serial.path = dir.string();
     expect_usage_error([&] { validate(config); }, "--serial");
+}
+
+TEST_F(Validate, ACommandLineTheKernelRefusesIsAUsageError) {
+    config.cmdline = std::string(2047, 'x');  // the header's cmdline_size
+    EXPECT_NO_THROW(validate(config));
+    config.cmdline += 'x';
+    expect_usage_error([&] { validate(config); }, "--cmdline");
+}
+
+TEST_F(Validate, TheApiSocketMustBeCreatableAndNeverReplacesAFile) {
+    config.api_socket = (dir / "api.sock").string();
+    EXPECT_NO_THROW(validate(config));
+    EXPECT_FALSE(std::filesystem::exists(dir / "api.sock"));  // checked, not created
+    config.api_socket = (dir / "no-such-dir" / "api.sock").string();
+    expect_usage_error([&] { validate(config); }, "--api-socket");
+    config.api_socket = (dir / std::string(120, 's')).string();
+    expect_usage_error([&] { validate(config); }, "--api-socket");
+    config.api_socket = kernel.string();
+    expect_usage_error([&] { validate(config); }, "--api-socket");
+    EXPECT_GT(std::filesystem::file_size(kernel), 0u);
+}
+
+TEST_F(Validate, RamTheHostCannotGiveIsAUsageErrorBeforeAnythingIsMapped) {
+    config.memory.path = (dir / "no-such-dir").string();
+    expect_usage_error([&] { validate(config); }, "--memory");
+    config.memory.path = dir.string();
+    config.memory.hugepages = HugePages::size_2m;  // a tmp directory is no hugetlbfs mount
+    expect_usage_error([&] { validate(config); }, "--memory");
+    config.memory.path.clear();
+    config.memory.hugepages = HugePages::none;
+    EXPECT_NO_THROW(validate(config));
+    config.memory.host_node = 1000;
+    expect_usage_error([&] { validate(config); }, "--memory");
 }
 
 TEST(HostCheck, RecognizesPvmAndMissingKvm) {
