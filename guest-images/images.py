@@ -420,7 +420,7 @@ def prune(days):
     removed = []
     limit = time.time() - days * 86400
     with cache_lock():
-        for kind in ("pkgs", "guest", "hostvm", "peer"):
+        for kind in ("pkgs", "guest", "hostvm", "peer", "io"):
             for entry in sorted((cache_root() / kind).glob("*")):
                 if entry.stat().st_mtime < limit or entry.name.startswith(".tmp-"):
                     shutil.rmtree(entry)
@@ -448,14 +448,39 @@ def initramfs(inputs, init, modules_file, extra=None):
     return gzip.compress(cpio.finish(), compresslevel=6, mtime=0)
 
 
+IO_SOURCE = HERE / "io" / "mvmm_io.cc"
+IO_FLAGS = ["-std=c++20", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
+
+
+def io_tool():
+    """guest-images/io/mvmm_io.cc built statically (the guest has no shared libraries), keyed by the source, the
+    flags, the compiler and the C/C++ libraries it links in."""
+    compiler = run(["c++", "--version"]).splitlines()[0]
+    libraries = []
+    for name in ("libstdc++.a", "libc.a"):
+        path = os.path.realpath(run(["c++", f"-print-file-name={name}"]).strip())
+        libraries.append(f"{path}:{os.stat(path).st_size}:{os.stat(path).st_mtime_ns}")
+    key = digest(IO_SOURCE, *IO_FLAGS, compiler, *libraries, HERE / "images.py")
+
+    def make(d):
+        log(f"building mvmm-io ({key})")
+        run(["c++", *IO_FLAGS, "-o", str(d / "mvmm-io"), str(IO_SOURCE)])
+
+    return cached("io", key, make) / "mvmm-io"
+
+
 def guest_image(inputs):
-    """The default guest's initramfs: /init with markers, modules, and guest-images/scripts/ at /scripts."""
+    """The default guest's initramfs: /init with markers, modules, guest-images/scripts/ at /scripts, and the I/O
+    workload tool (io_tool) at /bin/mvmm-io."""
     g = HERE / "guest"
-    key = digest(inputs.kernel_pkg, inputs.kernel_version, inputs.busybox_version, *COMMON, g, HERE / "scripts")
+    tool = io_tool()
+    key = digest(inputs.kernel_pkg, inputs.kernel_version, inputs.busybox_version, *COMMON, g, HERE / "scripts",
+                 tool.parent.name)
 
     def scripts(cpio):
         for f in sorted((HERE / "scripts").iterdir()):
             cpio.copy(f"/scripts/{f.name}", f, 0o755)
+        cpio.copy("/bin/mvmm-io", tool, 0o755)
 
     def make(d):
         log(f"building the default guest's initramfs ({key})")

@@ -9,8 +9,8 @@
 #                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
 #                                                the uptime at which awk read it
 #   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N
-#                                                read when the guest printed its poweroff marker (the VMM is still
-#                                                running): VmHWM, the Rss of the VMM's largest mapping (guest
+#                                                read when the guest printed its poweroff marker, or the line
+#                                                $BB_MEM_AT matches (the VMM is still running): VmHWM, the Rss of the VMM's largest mapping (guest
 #                                                RAM) with that mapping's size, and its [heap] mapping's Rss and Size
 #   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
 #   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
@@ -22,18 +22,24 @@
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
+# The guest's line at which the VMM's memory is read (boot-bench --io: the io-bench script's io-done marker, after
+# which the guest idles a moment; at the poweroff marker a VMM that exits fast may have unmapped guest RAM already).
+BB_MEM_AT=${BB_MEM_AT:-MVMM-MARK poweroff}
 # The lines bb_stamp passes on: markers and mvmm's figures, mvmm's errors and warnings, and what a guest kernel
 # prints when it crashes or stalls (with `quiet` the console shows errors and worse).
 BB_KEEP='MVMM-MARK|first KVM_RUN|exit stats:|[[](error|critical|warning)[]]|rcu: |[Ss]tall|blocked for more than|'\
 'soft lockup|LOCKUP|Kernel panic|BUG:|Oops|general protection|timer wakeup|Call Trace|RIP:|triple'
 mkdir -p "$BB_DIR" || echo "BOOTBENCH-ERROR cannot create $BB_DIR"
 
-# bb_disks N SIZE: N sparse raw images $BB_DIR/disk0.img ... (made once, shared by every run).
+# bb_disks N MIB [FILLER]: N raw images $BB_DIR/disk0.img ... of MIB MiB (made once, shared by every run): sparse,
+# or written by `FILLER fill` (mvmm-io: every 8-byte word holds a magic number XOR its offset, which the guest's
+# reads check).
 bb_disks() {
 	_i=0
 	while [ "$_i" -lt "$1" ]; do
-		truncate -s "$2" "$BB_DIR/disk$_i.img" || {
-			echo "BOOTBENCH-ERROR cannot make $BB_DIR/disk$_i.img"
+		_disk=$BB_DIR/disk$_i.img
+		if [ -n "${3:-}" ]; then "$3" fill "$_disk" "$2"; else truncate -s "${2}M" "$_disk"; fi || {
+			echo "BOOTBENCH-ERROR cannot make $_disk"
 			return 1
 		}
 		_i=$((_i + 1))
@@ -51,10 +57,10 @@ bb_hugepages() {
 }
 
 # bb_stamp TAG PIDFILE LOG: reads a VMM's output on stdin; keeps every line in LOG, prints the lines that matter
-# as BOOTBENCH-LINE and, at the poweroff marker, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
+# as BOOTBENCH-LINE and, at the line $BB_MEM_AT matches, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
 # once the VMM started). One awk process: no fork per line.
 bb_stamp() {
-	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" '
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" '
 	function uptime(  line, f) {
 		getline line < "/proc/uptime"
 		close("/proc/uptime")
@@ -95,7 +101,7 @@ bb_stamp() {
 			print "BOOTBENCH-LINE " tag " " t " " $0
 			fflush()
 		}
-		if (/MVMM-MARK poweroff/) mem()
+		if ($0 ~ memat) mem()
 	}'
 }
 

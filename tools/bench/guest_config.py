@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 GUEST_MEMORY, GUEST_CPUS = "512M", 2
 GUEST_CMDLINE = "console=ttyS0 quiet mvmm.script=markers"
-DISK_SIZE = "64M"
+DISK_SIZE_MIB = 64  # the sparse disks of --disks
 DISK_DIR = "/tmp/boot-bench"  # where the runs' disks are made (boot_bench_runner.sh's BB_DIR)
 QEMU_SINGLE_SLOTS = range(2, 31)  # q35's free slots 2..30 (0: host bridge, 1: VGA, 31: ICH9)
 MAX_DISKS = len(QEMU_SINGLE_SLOTS) * 8
@@ -45,6 +45,7 @@ class Machine:
     hugepages: str = None  # None (normal pages), "2M" or "1G"
     prealloc: bool = False
     cpus: int = GUEST_CPUS
+    queues: int = None  # request queues per virtio-blk disk, the same for every VMM (None: each VMM's default)
 
     def label(self, axes=None):
         """A short name from the axes that vary across the matrix (all of them when axes is None)."""
@@ -75,7 +76,8 @@ def mvmm_args(guest, machine, disk_dir=DISK_DIR):
              (",prealloc=on" if machine.prealloc else "")
     words = ["--kernel", guest.kernel] + (["--initrd", guest.initrd] if guest.initrd else [])
     words += ["--memory", memory, "--cpus", str(machine.cpus), "--cmdline", guest.cmdline, "--log-level", "debug"]
-    bus = "" if machine.bus == "rootport" else f",bus={machine.bus}"
+    bus = ("" if machine.bus == "rootport" else f",bus={machine.bus}") + \
+        (f",queues={machine.queues}" if machine.queues else "")
     lun = ""
     if machine.kind == "scsi":
         words += ["--scsi-controller", f"id=c0{bus}", "--empty-root-ports", str(scsi_empty_ports(machine.bus))]
@@ -97,9 +99,9 @@ def qemu_slot(i, count):
     return f"{slot:#x}.{function}" + (",multifunction=on" if function == 0 else "")
 
 
-def qemu_disk_options(drives, bus="rootport"):
+def qemu_disk_options(drives, bus="rootport", queues=None):
     """QEMU options for drives = [(drive options)]: each a virtio-blk-pci behind its own pcie-root-port, or on
-    bus 0 (bus="root")."""
+    bus 0 (bus="root"), with `queues` request queues (None: QEMU's default, one per vCPU)."""
     words = []
     for i, drive in enumerate(drives):
         addr = qemu_slot(i, len(drives))
@@ -108,6 +110,7 @@ def qemu_disk_options(drives, bus="rootport"):
             device = f"virtio-blk-pci,drive=d{i},bus=rp{i}"
         else:
             device = f"virtio-blk-pci,drive=d{i},bus=pcie.0,addr={addr}"
+        device += f",num-queues={queues}" if queues else ""
         words += ["-drive", f"{drive},if=none,format=raw,id=d{i}", "-device", device]
     return words
 
@@ -145,17 +148,19 @@ def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR):
     words += (["-initrd", guest.initrd] if guest.initrd else []) + ["-append", guest.cmdline]
     drives = [f"file={disk_dir}/disk{i}.img" for i in range(machine.disks)]
     drives += [f"file={image},readonly=on" for image in guest.images]
-    disks = qemu_scsi_options if machine.kind == "scsi" else qemu_disk_options
-    return words + disks(drives, machine.bus)
+    if machine.kind == "scsi":
+        return words + qemu_scsi_options(drives, machine.bus)
+    return words + qemu_disk_options(drives, machine.bus, machine.queues)
 
 
 @dataclass(frozen=True)
 class Variant:
     """Who boots a configuration: an mvmm build (with a trim policy) or QEMU."""
-    name: str  # "mvmm", "mvmm-b", "mvmm-a-batch", "qemu": also part of file names in the test host
+    name: str  # "mvmm", "mvmm-b", "mvmm-a-batch", "mvmm-calloc-off", "qemu": also in file names in the test host
     vmm: str  # "mvmm" or "qemu"
     build: str = None  # "a" or "b" with two mvmm builds, None with one
     policy: str = None  # --trim-policy, None: mvmm's default
+    alloc: str = None  # --request-alloc, None: mvmm's default
     extra: tuple = field(default_factory=tuple)
 
     def function(self):

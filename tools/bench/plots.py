@@ -2,9 +2,10 @@
 - phases.FMT: the boot's phases as stacked bars (medians), a bar per configuration and variant;
 - memory.FMT: peak RSS beyond guest RAM and heap Rss at the poweroff marker, mvmm and QEMU side by side;
 - trim.FMT: mvmm's heap Rss after the disks and at exit, and its total trim time, per variant (trim policy);
+- io.FMT (--io): the guest's 4 KiB random read IOPS and 64 KiB sequential read MiB/s per variant;
 - ratios.FMT: the paired ratios (mvmm/QEMU, B/A) with their confidence intervals, per configuration."""
 
-from results import LABELS, RATIO_METRICS
+from results import IO_RATIO_METRICS, LABELS, RATIO_METRICS
 
 PHASES = [("setup_s", "exec -> first KVM_RUN"), ("kernel_s", "first KVM_RUN -> init"),
           ("disks_s", "init -> all disks"), ("shutdown_s", "all disks -> exit")]
@@ -92,8 +93,21 @@ def trim(plt, summary):
     return fig
 
 
+def io(plt, summary):
+    bars = [(c, v) for c, v in _bars(summary) if "randread_iops" in summary[c][v]["metrics"]]
+    if not bars:
+        return None
+    fig, (rand, seq) = plt.subplots(1, 2, figsize=(12, 1.2 + 0.4 * len(bars)))  # each inverts its own y axis
+    _grouped(rand, summary, bars, [("randread_iops", "4 KiB random, depth 32")])
+    rand.set_xlabel("IOPS (median)")
+    _grouped(seq, summary, bars, [("seqread_mib_s", "64 KiB sequential, depth 32")])
+    seq.set_xlabel("MiB/s (median)")
+    fig.suptitle("Reads in the guest (O_DIRECT)")
+    return fig
+
+
 def ratios(plt, comparisons):
-    comparisons = [c for c in comparisons if c["metric"] in RATIO_METRICS]
+    comparisons = [c for c in comparisons if c["metric"] in RATIO_METRICS + IO_RATIO_METRICS]
     if not comparisons:
         return None
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.3 * len(comparisons)))
@@ -117,7 +131,7 @@ def write_all(doc, folder, fmt="png"):
     if plt is None:
         return "no plots: python3-matplotlib is not installed (tools/setup installs it)"
     figures = {"phases": phases(plt, doc["summary"]), "memory": memory(plt, doc["summary"]),
-               "trim": trim(plt, doc["summary"]), "ratios": ratios(plt, doc["ratios"])}
+               "trim": trim(plt, doc["summary"]), "io": io(plt, doc["summary"]), "ratios": ratios(plt, doc["ratios"])}
     written = []
     for name, fig in figures.items():
         if fig is None:

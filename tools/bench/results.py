@@ -31,9 +31,13 @@ REPORT = [("r_first_kvm_run_ms", "first KVM_RUN ms"), ("r_first_serial_byte_ms",
           ("r_rcu_batches", "RCU batches"), ("r_rcu_callbacks", "RCU callbacks"), ("r_as_rebuilds", "AS rebuilds"),
           ("r_as_rebuild_ms", "AS rebuild ms"), ("r_vm_exits", "VM exits"), ("r_exits_io", "I/O exits"),
           ("r_exits_mmio", "MMIO exits")]
+# The guest's I/O workloads (boot-bench --io: guest-images/scripts/io-bench), timed inside the guest.
+IO = [("randread_iops", "4K random read IOPS"), ("randread_mib_s", "4K random read MiB/s"),
+      ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s")]
 GATED = [k for k, _ in SEGMENTS if k != "to_init_s"] + [k for k, _ in SETUP]
 RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib"]
-LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT)
+IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib"]
+LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO)
 
 
 def _minus(a, b):
@@ -77,13 +81,14 @@ def report_figures(doc):
     return found
 
 
-def record(run, config, variant, disks, markers=True):
+def record(run, config, variant, disks, markers=True, io=False):
     """One boot as a flat dict, with its raw run (lines, memory, --report) kept under "run", so that the figures
-    can be derived again from a stored document (rederived)."""
+    can be derived again from a stored document (rederived). io: the guest ran the I/O workloads."""
     f = run.figures(disks)
     return {"tag": run.tag, "phase": run.phase, "rep": run.rep, "config": config, "variant": variant.name,
-            "vmm": variant.vmm, "build": variant.build, "policy": variant.policy, "code": run.code,
-            "expected_disks": disks, "markers": markers, "problems": run.problems(disks, markers),
+            "vmm": variant.vmm, "build": variant.build, "policy": variant.policy, "alloc": variant.alloc,
+            "code": run.code, "expected_disks": disks, "markers": markers, "io": io,
+            "problems": run.problems(disks, markers, io),
             **f, **segments(f), **report_figures(run.report), "run": asdict(run)}
 
 
@@ -92,8 +97,8 @@ def rederived(stored):
     fields = Run.__dataclass_fields__
     run = Run(**{k: v for k, v in stored["run"].items() if k in fields})
     run.lines = [tuple(line) for line in run.lines]
-    variant = Variant(stored["variant"], stored["vmm"], stored["build"], stored["policy"])
-    return record(run, stored["config"], variant, stored["expected_disks"], stored["markers"])
+    variant = Variant(stored["variant"], stored["vmm"], stored["build"], stored["policy"], stored.get("alloc"))
+    return record(run, stored["config"], variant, stored["expected_disks"], stored["markers"], stored.get("io"))
 
 
 def measured(records):
@@ -116,7 +121,7 @@ def summarize(records):
         for variant in names([r for r in records if r["config"] == config], "variant"):
             mine = [r for r in good if r["config"] == config and r["variant"] == variant]
             metrics = {}
-            for key, _ in TIMES + SEGMENTS + SETUP + MEMORY + REPORT:
+            for key, _ in TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO:
                 values = [r[key] for r in mine if isinstance(r.get(key), (int, float))]
                 if values:
                     metrics[key] = {"median": statistics.median(values), "min": min(values), "max": max(values),
@@ -196,8 +201,10 @@ def estimated(sets, level=stats.LEVEL):
 
 
 def ratios(records):
-    """mvmm/QEMU and B/A paired ratios of the times and memory figures, at the default level."""
-    return estimated(paired_sets(records, ratio_pairs(names(records, "variant")), RATIO_METRICS + GATED))
+    """mvmm/QEMU and B/A paired ratios of the times and memory figures (of the I/O rates and memory when the
+    guest ran the I/O workloads), at the default level."""
+    metrics = IO_RATIO_METRICS if any(r.get("io") for r in records) else RATIO_METRICS + GATED
+    return estimated(paired_sets(records, ratio_pairs(names(records, "variant")), metrics))
 
 
 def gate(records, threshold, baseline=None):

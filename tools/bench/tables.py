@@ -1,7 +1,7 @@
 """Boot-bench's text report: per configuration the medians [min-max] of every variant, the paired ratios with
 their confidence intervals, and the gate's verdict."""
 
-from results import LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
+from results import IO, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
 
 KIB_PER_MIB = 1024
 
@@ -23,12 +23,17 @@ def cell(stat, scale=1.0, digits=2):
     return f(stat["median"]) + spread
 
 
+def completed(variant, variants, reps):
+    """The variant's name, with how many of its rounds were complete when not all were."""
+    done = variants[variant]["complete"]
+    return variant + ("" if done == reps else f" [{done}/{reps} ok]")
+
+
 def config_tables(config, variants, reps):
     """The tables of one configuration, a column per variant: times and phases (s), memory (MiB), mvmm's
     report figures."""
     names = list(variants)
-    header = [config] + [v + ("" if variants[v]["complete"] == reps else f" [{variants[v]['complete']}/{reps} ok]")
-                         for v in names]
+    header = [config] + [completed(v, variants, reps) for v in names]
     m = lambda v, k: variants[v]["metrics"].get(k)
     out = []
     for title, keys, scale, digits in (
@@ -41,6 +46,20 @@ def config_tables(config, variants, reps):
         if rows:
             out += ["", table(title, header, rows)]
     return out
+
+
+def io_tables(config, variants, reps):
+    """The tables of a configuration whose guest ran the I/O workloads, a row per variant: the rates, then the
+    memory right after the workload and mvmm's trims."""
+    def rows(columns):
+        return [[completed(v, variants, reps)] + [cell(variants[v]["metrics"].get(k), scale, digits)
+                                                  for k, scale, digits in columns] for v in variants]
+    rates = [(k, 1, 1 if k.endswith("mib_s") else 0) for k, _ in IO]
+    memory = [("peak_rss_kib", KIB_PER_MIB, 1), ("beyond_guest_kib", KIB_PER_MIB, 1),
+              ("heap_rss_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0), ("r_trim_ms", 1, 1)]
+    return ["", table(f"{config}: I/O in the guest, median [min-max]", ["variant"] + [h for _, h in IO], rows(rates)),
+            "", table(f"{config}: at the end of the workload (MiB from /proc; trims from mvmm's --report)",
+                      ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "trims", "trim ms"], rows(memory))]
 
 
 def ratio_lines(comparisons):
@@ -84,11 +103,17 @@ def report(doc):
            f"{config['where']}; load average here {config['load_average']}",
            f"guest: {config['guest']['kernel']} {config['guest']['cmdline']!r}"]
     out += [f"mvmm{'' if name == 'mvmm' else ' ' + name}: {binary}" for name, binary in config["mvmm"].items()]
+    io = config.get("io")
+    if io:
+        out.append(f"I/O: {io['disk_mib']} MiB disk in the test host's RAM, each workload {io['seconds']} s in the "
+                   "guest (O_DIRECT, native AIO, depth 32)")
     for name, variants in summary.items():
-        out += config_tables(name, variants, config["reps"])
+        out += (io_tables if io else config_tables)(name, variants, config["reps"])
     if doc["ratios"]:
-        out += ["", "paired ratios, geometric mean [95% bootstrap interval] over the rounds (< 1: subject faster "
-                    "or smaller)"] + ratio_lines(doc["ratios"])
+        meaning = "IOPS, MiB/s: > 1 subject faster; memory: < 1 subject smaller" if io else \
+            "< 1: subject faster or smaller"
+        out += ["", f"paired ratios, geometric mean [95% bootstrap interval] over the rounds ({meaning})"] + \
+            ratio_lines(doc["ratios"])
     out += gate_lines(doc.get("gate"))
     if doc["problems"]:
         out += ["", "not counted / problems:"] + [f"  {n}" for n in doc["problems"]]

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guest_config import (DISK_SIZE, GUEST_CMDLINE, GUEST_CPUS, GUEST_MEMORY, MAX_DISKS,  # noqa: F401
+from guest_config import (DISK_SIZE_MIB, GUEST_CMDLINE, GUEST_CPUS, GUEST_MEMORY, MAX_DISKS,  # noqa: F401
                           QEMU_FIRMWARE, Guest, Machine, mvmm_args, qemu_args)
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -31,6 +31,7 @@ EXIT_FIXTURE = 125  # mvmm-hostvm: the test host failed (crashed, rebooted, no /
 TEST_HOST_BOOT = 300  # s allowed for building the layers and booting the test host
 KIB_PER_MIB = 1024
 HOST_CPUS = 1  # the test host VM's CPUs, as tools/mvmm-hostvm's default (guest-images/README.md says why)
+IO_WORKLOADS = ("randread", "seqread")  # what the guest's io-bench script runs, in order
 
 
 class SetupError(Exception):
@@ -81,17 +82,20 @@ def runner_script(tool, disks, kernel, initrd, runs, qemu_firmware="seabios", mv
                        mvmm_env)
 
 
-def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0):
+def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, filled=None, memory_at=None):
     """The runner's helpers, one exec-function per VMM binary (vmm_mvmm runs $MVMM, vmm_qemu the peer QEMU,
-    binaries = {name: path} adds vmm_NAME), `disks` sparse disks, `hugepages` 2 MiB pages reserved, then
-    runs = [(tag, limit_s, function name, [arguments])] in order."""
+    binaries = {name: path} adds vmm_NAME), `disks` sparse disks (filled = (MiB, mvmm-io): disks of that size
+    holding its pattern), `hugepages` 2 MiB pages reserved, the memory read at the guest's line matching the awk
+    regex `memory_at` (default: its poweroff marker), then runs = [(tag, limit_s, function name, [arguments])] in
+    order."""
     env = quote(mvmm_env) + " " if mvmm_env else ""
     lines = [RUNNER.read_text(), f"# written by tools/{tool}",
              # exec: the background job's process is the VMM itself, whose /proc entry the runner reads.
              f'vmm_mvmm() {{ {env}exec "$MVMM" "$@"; }}',
              'vmm_qemu() { exec $PEER_QEMU "$@"; }']
     lines += [f'vmm_{name}() {{ {env}exec {shlex.quote(str(path))} "$@"; }}' for name, path in (binaries or {}).items()]
-    lines.append(f"bb_disks {disks} {DISK_SIZE} || exit 1")
+    lines += [f"BB_MEM_AT={shlex.quote(memory_at)}"] if memory_at else []
+    lines.append(f"bb_disks {disks} {quote([str(w) for w in filled or (DISK_SIZE_MIB,)])} || exit 1")
     if hugepages:
         lines.append(f"bb_hugepages {hugepages} || exit 1")
     for tag, limit, function, words in runs:
@@ -112,7 +116,7 @@ class Run:
     code: int = None
     hung: bool = False
     lines: list = field(default_factory=list)  # [(uptime, text)] of the lines that matter
-    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib (from /proc at the poweroff marker)
+    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib (from /proc at the poweroff or io-done marker)
     memory: dict = field(default_factory=dict)
     exit_stats: dict = field(default_factory=dict)
     report: dict = None  # mvmm's --report document
@@ -135,8 +139,19 @@ class Run:
     def disks_seen(self):
         return sum(1 for _, text in self.lines if "MVMM-MARK disk " in text)
 
+    def io_results(self):
+        """{workload: {key: value}} from the guest's `MVMM-MARK io` lines (guest-images/scripts/io-bench)."""
+        found = {}
+        for _, text in self.lines:
+            m = re.search(r"MVMM-MARK io \S+ (.*)", text)
+            if m:
+                values = key_values(m.group(1))
+                found[values.get("workload")] = values
+        return found
+
     def figures(self, disks):
-        """{metric: value or None}: the times in s from exec, the memory in KiB."""
+        """{metric: value or None}: the times in s from exec, the memory in KiB, the guest's I/O rates."""
+        io = self.io_results()
         marker = lambda name: rf"MVMM-MARK {name} "
         hwm, guest = self.memory.get("hwm_kib"), self.memory.get("guest_kib")
         return {
@@ -151,10 +166,12 @@ class Run:
             "heap_rss_kib": self.memory.get("heap_rss_kib"),
             "heap_size_kib": self.memory.get("heap_size_kib"),
             **{f"stats_{k}": v for k, v in self.exit_stats.items()},
+            **{f"{w}_{k}": io.get(w, {}).get(k) for w in IO_WORKLOADS for k in ("iops", "mib_s")},
         }
 
-    def problems(self, disks, markers=True):
-        """What went wrong; markers=False: a guest that prints no MVMM-MARK lines (only its exit counts)."""
+    def problems(self, disks, markers=True, io=False):
+        """What went wrong; markers=False: a guest that prints no MVMM-MARK lines (only its exit counts); io: the
+        guest must report every workload of IO_WORKLOADS, with reads done, none failed and all data matching."""
         found = []
         if self.hung:
             found.append("hung (killed at its time limit)")
@@ -169,6 +186,18 @@ class Run:
             found.append(f"guest saw {self.disks_seen()} of {disks} disks")
         if self.code is not None and self.since_exec(r"MVMM-MARK init ") is None:
             found.append("no init marker")
+        return found + (self.io_problems() if io and self.code is not None else [])
+
+    def io_problems(self):
+        found, results = [], self.io_results()
+        for w in IO_WORKLOADS:
+            r = results.get(w)
+            if r is None:
+                found.append(f"no {w} result")
+            elif r.get("failed") or r.get("errors") or r.get("mismatches") or not (r.get("iops") or 0) > 0:
+                found.append(f"{w}: iops={r.get('iops')} errors={r.get('errors')} mismatches={r.get('mismatches')}")
+        if not self.memory.get("guest_kib"):
+            found.append("no guest RAM in the memory read at io-done (the VMM was gone or exiting)")
         return found
 
 
@@ -177,7 +206,8 @@ def key_values(text):
     for word in text.split():
         k, sep, v = word.partition("=")
         if sep:
-            values[k] = int(v) if re.fullmatch(r"-?\d+", v) else None if v == "n/a" else v
+            values[k] = int(v) if re.fullmatch(r"-?\d+", v) else float(v) if re.fullmatch(r"-?\d+\.\d*", v) \
+                else None if v == "n/a" else v
     return values
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import results  # noqa: E402
+import tables  # noqa: E402
 from guest_config import Variant  # noqa: E402
 from testhost import Collector, Run  # noqa: E402
 
@@ -25,8 +26,8 @@ def collected(text):
     return collector.ordered()
 
 
-def records(text):
-    return [results.record(run, "1 disk", TAGS[run.tag], 1) for run in collected(text)]
+def records(text, io=False):
+    return [results.record(run, "1 disk", TAGS[run.tag], 1, io=io) for run in collected(text)]
 
 
 TRANSCRIPT = (HERE / "data" / "runner-transcript.txt").read_text()
@@ -108,6 +109,59 @@ class Summary(unittest.TestCase):
         self.assertEqual([r["variant"] for r in rows], ["mvmm-a", "mvmm-b", "qemu"])
         self.assertNotIn("run", rows[0])
         self.assertEqual(float(rows[0]["exit_s"]), self.records[0]["exit_s"])
+
+
+def io_line(tag, workload, iops, block, mismatches=0):
+    return (f"BOOTBENCH-LINE {tag} 110.0 MVMM-MARK io 5.1 workload={workload} block_bytes={block} depth=32 "
+            f"ios={iops * 5} seconds=5.001 iops={iops} mib_s={iops * block / (1 << 20):.1f} mismatches={mismatches} "
+            "errors=0")
+
+
+# mvmm-a and QEMU ran both workloads (QEMU 20% faster), mvmm-b's guest printed none.
+IO_TRANSCRIPT = "\n".join([TRANSCRIPT] + [io_line(tag, workload, iops, block) for tag, scale in
+                                            (("r1.c0.mvmm-a", 1.0), ("r1.c0.qemu", 1.2))
+                                            for workload, iops, block in (("randread", int(10000 * scale), 4096),
+                                                                          ("seqread", int(1000 * scale), 65536))])
+
+
+class IoWorkloads(unittest.TestCase):
+    def setUp(self):
+        self.records = records(IO_TRANSCRIPT, io=True)
+
+    def test_rates_from_the_guest(self):
+        a, _, qemu = self.records
+        self.assertEqual((a["randread_iops"], a["randread_mib_s"]), (10000, 39.1))
+        self.assertEqual((qemu["seqread_iops"], qemu["seqread_mib_s"]), (1200, 75.0))
+        self.assertEqual(a["problems"], [])
+
+    def test_a_missing_or_mismatching_workload_is_a_problem(self):
+        self.assertEqual(self.records[1]["problems"], ["no randread result", "no seqread result"])
+        bad = records(IO_TRANSCRIPT + "\n" + io_line("r1.c0.mvmm-a", "seqread", 1000, 65536, mismatches=3), io=True)
+        self.assertIn("seqread: iops=1000 errors=0 mismatches=3", bad[0]["problems"])
+        self.assertEqual(records(TRANSCRIPT)[1]["problems"], [])  # a boot without --io needs no I/O results
+
+    def test_memory_read_without_guest_ram_is_a_problem(self):
+        late = IO_TRANSCRIPT.replace("BOOTBENCH-MEM r1.c0.qemu hwm_kib=184548 guest_kib=129024",
+                                     "BOOTBENCH-MEM r1.c0.qemu hwm_kib=184548 guest_kib=0")
+        self.assertNotEqual(late, IO_TRANSCRIPT)
+        self.assertIn("no guest RAM in the memory read at io-done (the VMM was gone or exiting)",
+                      records(late, io=True)[2]["problems"])
+
+    def test_ratios_of_rates_and_memory(self):
+        found = {(c["subject"], c["metric"]): c for c in results.ratios(self.records) if c["reference"] == "qemu"}
+        self.assertAlmostEqual(found[("mvmm-a", "randread_iops")]["point"], 10000 / 12000, 4)
+        self.assertEqual({m for _, m in found}, set(results.IO_RATIO_METRICS))
+
+    def test_report_has_a_row_per_variant(self):
+        config = {"reps": 1, "warmup": 0, "where": "here", "load_average": "1", "mvmm": {}, "wall_s": 1,
+                  "guest": {"kernel": "k", "cmdline": "c"}, "io": {"seconds": 5, "disk_mib": 256}}
+        doc = {"config": config, "records": self.records, "summary": results.summarize(self.records),
+               "ratios": results.ratios(self.records), "problems": []}
+        text = tables.report(doc)
+        self.assertIn("1 disk: I/O in the guest", text)
+        row = next(line for line in text.splitlines() if line.startswith("mvmm-a "))
+        self.assertEqual(row.split()[1:5], ["10000", "39.1", "1000", "62.5"])
+        self.assertIn("mvmm-b [0/1 ok]", text)
 
 
 if __name__ == "__main__":
