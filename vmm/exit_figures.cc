@@ -5,35 +5,11 @@
 #include <map>
 
 #include "vmm/api/memory_commands.h"
+#include "vmm/kvm.h"
 
 namespace mvmm {
 
 namespace {
-
-const char* exit_reason_name(size_t reason) {
-    switch (reason) {
-        case KVM_EXIT_IO:
-            return "io";
-        case KVM_EXIT_MMIO:
-            return "mmio";
-        case KVM_EXIT_INTR:
-            return "intr";
-        case KVM_EXIT_HLT:
-            return "hlt";
-        case KVM_EXIT_SHUTDOWN:
-            return "shutdown";
-        case KVM_EXIT_SYSTEM_EVENT:
-            return "system_event";
-        case KVM_EXIT_FAIL_ENTRY:
-            return "fail_entry";
-        case KVM_EXIT_INTERNAL_ERROR:
-            return "internal_error";
-        case KVM_EXIT_IRQ_WINDOW_OPEN:
-            return "irq_window_open";
-        default:
-            return nullptr;
-    }
-}
 
 uint64_t total(const std::vector<std::pair<std::string, uint64_t>>& counts) {
     uint64_t sum = 0;
@@ -96,7 +72,7 @@ std::vector<std::pair<std::string, uint64_t>> VmExitCounts::by_kind() const {
     for (size_t reason = 0; reason < counts_.size(); ++reason) {
         const uint64_t n = counts_[reason].load(std::memory_order_relaxed);
         if (!n) continue;
-        const char* name = exit_reason_name(reason);
+        const char* name = kvm_exit_name(static_cast<uint32_t>(reason));
         found.emplace_back(reason == kOther ? "other"
                            : name           ? name
                                             : "reason_" + std::to_string(reason),

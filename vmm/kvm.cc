@@ -136,4 +136,31 @@ void Vcpu::set_lapic(const kvm_lapic_state& s) const {
     kvm_ioctl(fd(), KVM_SET_LAPIC, "KVM_SET_LAPIC", &s);
 }
 
+const char* kvm_exit_name(uint32_t reason) {
+    switch (reason) {
+        case KVM_EXIT_IO:
+            return "io";
+        case KVM_EXIT_MMIO:
+            return "mmio";
+        case KVM_EXIT_INTR:
+            return "intr";
+        case KVM_EXIT_HLT:
+            return "hlt";
+        case KVM_EXIT_SHUTDOWN:
+            return "shutdown";
+        case KVM_EXIT_SYSTEM_EVENT:
+            return "system_event";
+        case KVM_EXIT_FAIL_ENTRY:
+            return "fail_entry";
+        case KVM_EXIT_INTERNAL_ERROR:
+            return "internal_error";
+        case KVM_EXIT_IRQ_WINDOW_OPEN:
+            return "irq_window_open";
+        case KVM_EXIT_DEBUG:
+            return "debug";
+        default:
+            return nullptr;
+    }
+}
+
 }  // namespace mvmm

@@ -104,4 +104,8 @@ class Vcpu {
     Mapping run_;
 };
 
+// The snake_case name of a KVM exit reason ("io", "system_event", ...), as --report and the exit
+// stats spell it; nullptr for a reason without one.
+const char* kvm_exit_name(uint32_t reason);
+
 }  // namespace mvmm

@@ -6,33 +6,6 @@ namespace mvmm {
 
 namespace {
 
-const char* exit_name(uint32_t reason) {
-    switch (reason) {
-        case KVM_EXIT_IO:
-            return "io";
-        case KVM_EXIT_MMIO:
-            return "mmio";
-        case KVM_EXIT_INTR:
-            return "kick";
-        case KVM_EXIT_HLT:
-            return "hlt";
-        case KVM_EXIT_SHUTDOWN:
-            return "shutdown";
-        case KVM_EXIT_FAIL_ENTRY:
-            return "fail-entry";
-        case KVM_EXIT_INTERNAL_ERROR:
-            return "internal-error";
-        case KVM_EXIT_SYSTEM_EVENT:
-            return "system-event";
-        case KVM_EXIT_IRQ_WINDOW_OPEN:
-            return "irq-window";
-        case KVM_EXIT_DEBUG:
-            return "debug";
-        default:
-            return nullptr;
-    }
-}
-
 const char* mp_state_name(uint32_t state) {
     constexpr const char* kNames[] = {
         "runnable",   "uninitialized", "init-received", "halted",        "sipi-received", "stopped",
@@ -56,7 +29,8 @@ std::string ago(SteadyTime then, SteadyTime now) {
 }
 
 std::string format_exit(const ExitRecord& e, SteadyTime now) {
-    const char* name = exit_name(e.reason);
+    // An INTR exit is a signal that kicked the vCPU out of KVM_RUN.
+    const char* name = e.reason == KVM_EXIT_INTR ? "kick" : kvm_exit_name(e.reason);
     std::string what = name ? name : fmt::format("exit{}", e.reason);
     if (e.reason == KVM_EXIT_IO || e.reason == KVM_EXIT_MMIO)
         what += fmt::format(" {} {:x}/{}", e.write ? 'w' : 'r', e.where, e.size);
