@@ -35,8 +35,9 @@ uint32_t serve(const DescriptorChain& chain) {
 
 // Pops up to `count` chains; false once the queue is broken (the device would need a reset).
 bool pop_chains(SplitQueue& queue, unsigned count) {
+    std::vector<GuestBuffers::Part> parts(queue.size());
     for (unsigned i = 0; i < count; ++i) {
-        auto chain = queue.pop();
+        auto chain = queue.pop(parts);
         if (!chain) return false;
         if (!*chain) break;
         queue.push_used((*chain)->head, serve(**chain));

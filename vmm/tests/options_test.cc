@@ -160,7 +160,8 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"controller=c0"}, "path= is required"},
     };
     for (const auto& [disks, message] : cases) {
-        const std::string error = error_of([&](std::string_view) { scsi_disks(disks); }, "");
+        const auto& lines = disks;  // clang 14 cannot capture a structured binding
+        const std::string error = error_of([&](std::string_view) { scsi_disks(lines); }, "");
         EXPECT_THAT(error, HasSubstr(message)) << disks.back();
         EXPECT_THAT(error, HasSubstr(std::string("--disk '") + disks.back() + "'"));
     }
