@@ -69,8 +69,6 @@ TerminalProgress::TerminalProgress(int fd) : fd_(fd), terminal_(::isatty(fd) == 
 void TerminalProgress::update(const PreallocProgress& progress) {
     if (!terminal_ || (!line_open_ && progress.seconds < 1.0)) return;
     // "\r" goes back to the start of the line and "\033[K" clears what a longer line left.
-    // (Appended piece by piece: GCC 12's -O3 warns falsely on `"\r" + std::string` with
-    // -Wrestrict, which fails a release build under -Werror.)
     std::string line = "\r";
     line += format_progress(progress);
     line += "\033[K";
