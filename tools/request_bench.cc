@@ -171,7 +171,8 @@ void print_summary(const std::vector<Sample>& samples) {
                 active_allocator());
     std::printf("%-7s %-7s %9s %10s %10s %9s\n", "load", "mode", "IOPS", "cpu ns/req", "io ns/req",
                 "allocs/req");
-    for (const auto& [key, group] : groups) {
+    for (const auto& [key, samples] : groups) {
+        const auto& group = samples;  // clang 14 cannot capture a structured binding
         auto of = [&](double Sample::*field) {
             std::vector<double> values;
             for (const Sample* s : group) values.push_back(s->*field);
