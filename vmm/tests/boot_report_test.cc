@@ -84,7 +84,9 @@ TEST(BootReport, ConsoleGivesFirstByteMarksAndTheHeapAfterTheDisks) {
     for (size_t i = 1; i < marks.size(); ++i) EXPECT_LE(marks[i - 1]["t"], marks[i]["t"]);
     const auto& heap = doc["memory"]["heap_after_disks"];
     EXPECT_EQ(heap["after_mark"], "cpus");
+#if !defined(MVMM_SANITIZER_RUNTIME)  // the sanitizers' allocator leaves glibc's heap empty
     EXPECT_GT(heap["size_bytes"].get<uint64_t>(), 0u);
+#endif
     EXPECT_GE(heap["t"], marks[2]["t"]);
 }
 
