@@ -2,14 +2,17 @@
 kvm/kvm_amd's symbol tables (see guest-images/README.md, "When the test host freezes").
 
 The test host's /init reports where KASLR put the kernel and the KVM modules' code on its MVMM-HOSTVM-READY line
-(`_text=ADDR kvm_amd:.text=ADDR ...`); parse_layout() reads those words, CpuSampler asks QEMU twice, a second apart,
+(`_text=ADDR kvm_amd:.text=ADDR ...`); parse_layout() reads those words, describe() asks QEMU ten times over two seconds,
 so a CPU spinning in a loop is told from one that is halted or making progress."""
 
 import bisect
+import collections
+import os
 import re
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 MONITOR_PROMPT = b"(qemu) "
 
@@ -106,18 +109,67 @@ class Symbols:
         return f"{names[j]}+{offset:#x}" if offset < 0x10000 else ""
 
 
-def describe(monitor, symbols, samples=2):
-    """Lines saying where each test host CPU is, from `samples` looks a second apart."""
+def parse_lapic(text):
+    """One line of the timer and interrupt state from `info lapic N`: is a timer armed, is an interrupt waiting
+    (IRR) or being served (ISR), and what priority blocks it (PPR)."""
+    fields = []
+    m = re.search(r"^LVTT\s+0x([0-9a-f]+)\s+(.*?)\s*$", text, re.M)
+    if m:
+        fields.append(f"LVTT={m.group(1)} ({' '.join(m.group(2).split())})")
+    m = re.search(r"initial_count = (\d+) current_count = (\d+)", text)
+    if m:
+        fields.append(f"timer initial={m.group(1)} current={m.group(2)}")
+    for name in ("ISR", "IRR"):
+        m = re.search(rf"^{name}\s+(.*?)\s*$", text, re.M)
+        if m:
+            fields.append(f"{name}=[{m.group(1)}]")
+    m = re.search(r"TPR 0x([0-9a-f]+).*PPR 0x([0-9a-f]+)", text)
+    if m:
+        fields.append(f"TPR={m.group(1)} PPR={m.group(2)}")
+    return " ".join(fields)
+
+
+def task_times(pid):
+    """{tid: (name, state, cpu ticks, wchan)} of a host process's threads, from /proc."""
+    tasks = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            wchan = (task / "wchan").read_text().strip() or "-"
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        rest = stat[stat.rindex(")") + 2:].split()
+        tasks[int(task.name)] = (name, rest[0], int(rest[11]) + int(rest[12]), wchan)
+    return tasks
+
+
+def describe(monitor, symbols, samples=10, interval=0.2, qemu_pid=None):
+    """Lines saying where each test host CPU is, from `samples` looks `interval` s apart (a CPU spinning in a loop is
+    told from one halted or making progress), each CPU's local APIC timer and interrupt state (a test host whose
+    timer is not armed, or whose timer interrupt waits in the IRR, never leaves a guest), and, given the outer QEMU's
+    pid, what its threads did meanwhile (a vCPU thread at 100 % beside a main loop thread asleep on a lock)."""
+    before = task_times(qemu_pid) if qemu_pid else {}
+    start = time.monotonic()
     looks = []
     for i in range(samples):
         if i:
-            time.sleep(1)
+            time.sleep(interval)
         looks.append(parse_registers(monitor_command(monitor, "info registers -a")))
     lines = []
     for cpu in looks[-1]:
-        seen = [next((c for c in look if c["cpu"] == cpu["cpu"]), {}) for look in looks]
-        rips = " ".join(f"{c.get('rip', 0):x}" + (f" {symbols.name(c['rip'])}" if symbols.name(c.get("rip", 0)) else "")
-                        for c in seen)
+        seen = collections.Counter(next((c.get("rip", 0) for c in look if c["cpu"] == cpu["cpu"]), 0) for look in looks)
+        rips = ", ".join(f"{rip:x}" + (f" {symbols.name(rip)}" if symbols.name(rip) else "") + f" x{n}"
+                         for rip, n in seen.most_common())
         lines.append(f"test host CPU{cpu['cpu']}: RIP {rips} CPL={cpu.get('cpl', '?')} HLT={cpu.get('hlt', '?')} "
                      f"IF={(cpu.get('rfl', 0) >> 9) & 1} CR3={cpu.get('cr3', 0):x} EFER={cpu.get('efer', 0):x}")
+        lapic = parse_lapic(monitor_command(monitor, f"info lapic {cpu['cpu']}"))
+        lines.append(f"test host CPU{cpu['cpu']} LAPIC: {lapic}")
+    if qemu_pid:
+        after = task_times(qemu_pid)
+        seconds = time.monotonic() - start
+        hz = os.sysconf("SC_CLK_TCK")
+        for tid, (name, state, ticks, wchan) in sorted(after.items()):
+            busy = (ticks - before.get(tid, (0, 0, ticks))[2]) / hz / seconds
+            lines.append(f"outer QEMU thread {tid} {name}: {state} {busy:.0%} CPU, waiting in {wchan}")
     return lines

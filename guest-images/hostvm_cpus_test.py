@@ -1,4 +1,4 @@
-"""Unit tests of hostvm_cpus: the READY line's layout, `info registers -a` parsing, naming addresses."""
+"""Unit tests of hostvm_cpus: the READY line's layout, `info registers -a` and `info lapic` parsing, naming addresses."""
 
 import sys
 import unittest
@@ -19,6 +19,20 @@ CR0=80050033 CR2=0000000000000000 CR3=0000000102b40000 CR4=00350ef0
 EFER=0000000000001d01
 """
 
+# Trimmed from QEMU 7.2's `info lapic 0` on a test host whose timer interrupt waits in the IRR.
+LAPIC = """dumping local APIC state for CPU 0
+
+LVT0\t 0x00010700 active-hi edge  masked                      ExtINT (vec 0)
+LVTT\t 0x000000ec active-hi edge                  one-shot     Fixed  (vec 236)
+Timer\t DCR=0x3 (divide by 16) initial_count = 221588 current_count = 0
+SPIV\t 0x000001ff APIC enabled, focus=off, spurious vec 255
+ESR\t 0x00000000
+ISR\t (none)
+IRR\t 236
+
+APR 0x00 TPR 0x10 DFR 0x0f LDR 0x01 PPR 0x10
+"""
+
 
 class HostvmCpusTest(unittest.TestCase):
     def test_layout_keeps_addresses_only(self):
@@ -32,6 +46,11 @@ class HostvmCpusTest(unittest.TestCase):
         self.assertEqual((cpus[0]["hlt"], cpus[1]["hlt"]), (1, 0))
         self.assertEqual(cpus[1]["rfl"] >> 9 & 1, 0)  # interrupts off
         self.assertEqual(cpus[1]["efer"], 0x1d01)  # SVME: KVM is on
+
+    def test_lapic_timer_and_interrupts(self):
+        self.assertEqual(hostvm_cpus.parse_lapic(LAPIC),
+                         "LVTT=000000ec (active-hi edge one-shot Fixed (vec 236)) timer initial=221588 current=0 "
+                         "ISR=[(none)] IRR=[236] TPR=10 PPR=10")
 
     def test_names_kernel_and_module_addresses(self):
         symbols = hostvm_cpus.Symbols(Path("/nonexistent"), "0", {"_text": 0xffffffffaa000000})
