@@ -112,6 +112,11 @@ def bad_lines(tmp):
         (k + ["--vcpu-watchdog", "-5"], "--vcpu-watchdog"),
         (k + ["--disk", f"path={tmp}/disk.img,queues=0"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,queues=65"], "--disk"),
+        (k + ["--disk", f"path={tmp}/disk.img,queue-size=0"], "queue-size=0"),
+        (k + ["--disk", f"path={tmp}/disk.img,queue-size=3"], "queue-size=3"),
+        (k + ["--disk", f"path={tmp}/disk.img,queue-size=2048"], "queue-size=2048"),
+        (k + ["--disk", f"path={tmp}/disk.img,queue-size=-1"], "queue-size=-1"),
+        (k + ["--disk", f"path={tmp}/disk.img,queue-size=abc"], "queue-size=abc"),
         (k + disks(249), "--disk"),
         (k + disks(32, ",bus=root"), "--disk"),
         (k + disks(31, ",bus=root") + disks(1), "--disk"),
@@ -121,6 +126,8 @@ def bad_lines(tmp):
         (k + ["--scsi-controller", "id=c0"] + scsi_disks(2, ",lun=3"), "has LUN 3 already"),
         (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",lun=16384"), "lun=16384"),
         (k + ["--scsi-controller", "id=c0,queues=65"], "queues=65"),
+        (k + ["--scsi-controller", "id=c0,queue-size=3"], "queue-size=3"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",queue-size=64"), "queue-size=64"),
         (k + ["--scsi-controller", "id=c0", "--empty-root-ports", "248"], "--empty-root-ports"),
     ]
 

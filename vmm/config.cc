@@ -145,14 +145,18 @@ Config parse_command_line(int argc, char** argv) {
     std::vector<std::string> disks;
     app.add_option("--disk", disks,
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
-                   "[,bus=rootport|root]; or a SCSI disk: path=FILE,controller=ID[,lun=N]"
-                   "[,readonly=on][,serial=S] (lun: 0-16383, default the lowest free; serial: "
-                   "the by-id name, default the end of the file name); repeat for more disks");
+                   "[,queue-size=N][,bus=rootport|root]; or a SCSI disk: path=FILE,controller=ID"
+                   "[,lun=N][,readonly=on][,serial=S] (queue-size: the most entries each "
+                   "queue's ring may have, and so its request slots; a power of two from 4 to "
+                   "1024, default 256; 1024 is QEMU's limit, as QEMU hands a request's buffers "
+                   "to one preadv, which takes at most IOV_MAX (1024); lun: 0-16383, default the "
+                   "lowest free; serial: the by-id name, default the end of the file name); "
+                   "repeat for more disks");
     std::vector<std::string> scsi_controllers;
     app.add_option("--scsi-controller", scsi_controllers,
                    "a virtio-scsi controller for the --disk options that name it: id=ID"
-                   "[,queues=N][,bus=rootport|root]; one without disks is allowed (an empty "
-                   "SCSI host)");
+                   "[,queues=N][,queue-size=N][,bus=rootport|root] (queue-size as for --disk, "
+                   "for every queue); one without disks is allowed (an empty SCSI host)");
     app.add_option("--empty-root-ports", config.empty_root_ports,
                    "PCIe root ports with nothing behind them, after the disks' own (as QEMU's "
                    "pcie-root-port without a device)")

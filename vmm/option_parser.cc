@@ -1,6 +1,7 @@
 #include "vmm/option_parser.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 
@@ -106,11 +107,24 @@ bool OptionParser::toggle(std::string_view key, bool fallback) const {
 
 std::optional<uint64_t> OptionParser::number(std::string_view key, uint64_t min,
                                              uint64_t max) const {
+    return number_where(key, min, max, "a number", [](uint64_t) { return true; });
+}
+
+std::optional<uint64_t> OptionParser::power_of_two(std::string_view key, uint64_t min,
+                                                   uint64_t max) const {
+    return number_where(key, min, max, "a power of two",
+                        [](uint64_t number) { return std::has_single_bit(number); });
+}
+
+std::optional<uint64_t> OptionParser::number_where(std::string_view key, uint64_t min, uint64_t max,
+                                                   std::string_view kind,
+                                                   bool (*accept)(uint64_t)) const {
     const auto value = get(key);
     if (!value) return std::nullopt;
     const auto number = decimal(*value);
-    if (!number || *number < min || *number > max)
-        fail(key, "expected a number from " + std::to_string(min) + " to " + std::to_string(max));
+    if (!number || *number < min || *number > max || !accept(*number))
+        fail(key, "expected " + std::string(kind) + " from " + std::to_string(min) + " to " +
+                      std::to_string(max));
     return number;
 }
 

@@ -36,6 +36,8 @@ class OptionParser {
     bool toggle(std::string_view key, bool fallback) const;
     // A decimal number in [min, max].
     std::optional<uint64_t> number(std::string_view key, uint64_t min, uint64_t max) const;
+    // A power of two in [min, max].
+    std::optional<uint64_t> power_of_two(std::string_view key, uint64_t min, uint64_t max) const;
     // A size with a K, M, G or T suffix (powers of 1024); a bare number is MiB.
     std::optional<uint64_t> size(std::string_view key) const;
     // One of `choices`' names.
@@ -58,6 +60,10 @@ class OptionParser {
     [[noreturn]] void fail(std::string_view why) const;
 
   private:
+    // A decimal number in [min, max] that `accept` takes; else "expected `kind` from min to max".
+    std::optional<uint64_t> number_where(std::string_view key, uint64_t min, uint64_t max,
+                                         std::string_view kind, bool (*accept)(uint64_t)) const;
+
     std::string flag_;
     std::vector<std::string_view> keys_;
     std::string_view bare_key_;

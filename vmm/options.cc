@@ -1,6 +1,7 @@
 #include "vmm/options.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace mvmm {
 
 namespace {
 
+namespace virtio = devices::virtio;
 namespace blk = devices::virtio::blk;
 namespace scsi = devices::virtio::scsi;
 
@@ -34,6 +36,13 @@ blk::DiskBus pci_bus(const OptionParser& parser) {
                          blk::DiskBus::RootPort);
 }
 
+// queue-size=N: every queue's maximum, which also bounds its request pool.
+uint16_t queue_size(const OptionParser& parser) {
+    return static_cast<uint16_t>(
+        parser.power_of_two("queue-size", virtio::kMinQueueSize, virtio::kMaxQueueSize)
+            .value_or(virtio::kDefaultQueueSize));
+}
+
 blk::DiskConfig blk_disk(const OptionParser& parser) {
     if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
     blk::DiskConfig config;
@@ -41,6 +50,7 @@ blk::DiskConfig blk_disk(const OptionParser& parser) {
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
+    config.queue_size = queue_size(parser);
     config.bus = pci_bus(parser);
     return config;
 }
@@ -78,7 +88,7 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
         std::ranges::find_if(controllers, [&](const auto& c) { return c.controller.id == id; });
     if (controller == controllers.end())
         parser.fail("controller", "no --scsi-controller has id=" + std::string(id));
-    for (const char* key : {"queues", "bus"})
+    for (const char* key : {"queues", "queue-size", "bus"})
         if (parser.has(key))
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
     scsi::LunConfig lun;
@@ -108,19 +118,20 @@ HugePages hugepages(const OptionParser& parser) {
 }  // namespace
 
 ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
-    OptionParser parser("--scsi-controller", {"id", "queues", "bus"});
+    OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus"});
     parser.parse(text);
     ScsiControllerOption option;
     option.controller.id = parser.required("id");
     option.controller.request_queues =
         static_cast<uint16_t>(parser.number("queues", 1, scsi::kMaxRequestQueues).value_or(1));
+    option.controller.queue_size = queue_size(parser);
     option.bus = pci_bus(parser);
     return option;
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk",
-                        {"path", "readonly", "serial", "queues", "bus", "controller", "lun"});
+    OptionParser parser("--disk", {"path", "readonly", "serial", "queues", "queue-size", "bus",
+                                   "controller", "lun"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

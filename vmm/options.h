@@ -18,7 +18,8 @@ struct ScsiControllerOption {
     devices::virtio::blk::DiskBus bus = devices::virtio::blk::DiskBus::RootPort;
 };
 
-// --scsi-controller id=ID[,queues=N][,bus=rootport|root]; its LUNs come from --disk.
+// --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root]; its LUNs come from
+// --disk.
 ScsiControllerOption parse_scsi_controller_option(std::string_view text);
 
 // The disks of the command line: virtio-blk disks and the SCSI controllers that hold LUNs.
@@ -27,8 +28,8 @@ struct DiskOptions {
     std::vector<ScsiControllerOption> scsi;
 };
 
-// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,bus=rootport|root] adds a virtio-blk
-// disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
+// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root] adds a
+// virtio-blk disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
 // controller ID in `disks` (the lowest LUN number free so far without lun=).  An unknown
 // controller, a LUN number taken or past the limit, or a serial another LUN has is an error.
 void add_disk_option(std::string_view text, DiskOptions& disks);

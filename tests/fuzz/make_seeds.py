@@ -220,6 +220,8 @@ def options_seeds():
         "file-backed": "size=1G,path=/dev/hugepages,hugepages=1G\npath=a,bus=rootport",
         "mistakes": "size=1G,,size=2G\npath=,queues=0,serial=" + "x" * 30,
         "huge": "size=18446744073709551615K\npath=x,queues=65536",
+        "queue-size": "512M\npath=/tmp/d.img,queues=2,queue-size=64",
+        "queue-size-mistakes": "512M\npath=x,queue-size=96",
     }
     for name, text in lines.items():
         write("options", name, text.encode())

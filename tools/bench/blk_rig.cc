@@ -23,7 +23,7 @@ namespace vt = devices::virtio::testing;
 using devices::virtio::QueueConfig;
 
 constexpr uint64_t kPage = 4096;
-constexpr uint16_t kRingSize = devices::virtio::blk::BlkDevice::kQueueSize;
+constexpr uint16_t kRingSize = devices::virtio::kDefaultQueueSize;  // the rig disk's maximum
 constexpr uint32_t kBlkIn = 0;
 constexpr uint8_t kStatusPending = 0xff;
 constexpr GuestAddr kBar(0xc000'0000);

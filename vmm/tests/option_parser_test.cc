@@ -45,6 +45,7 @@ TEST(OptionParser, ReadsTypedValues) {
     EXPECT_EQ(parser.get("name"), "x");
     EXPECT_TRUE(parser.toggle("on", false));
     EXPECT_EQ(parser.number("count", 1, 10), 7u);
+    EXPECT_EQ(parsed("count=8").power_of_two("count", 2, 16), 8u);
     EXPECT_EQ(parser.size("size"), 2 * GiB);
     EXPECT_EQ(parser.choice("color", {{"red", Color::Red}, {"blue", Color::Blue}}, Color::Red),
               Color::Blue);
@@ -56,6 +57,7 @@ TEST(OptionParser, AbsentKeysTakeTheFallback) {
     EXPECT_FALSE(parser.get("on"));
     EXPECT_TRUE(parser.toggle("on", true));
     EXPECT_FALSE(parser.number("count", 1, 10));
+    EXPECT_FALSE(parser.power_of_two("count", 1, 16));
     EXPECT_FALSE(parser.size("size"));
     EXPECT_EQ(parser.choice("color", {{"red", Color::Red}}, Color::Blue), Color::Blue);
     EXPECT_FALSE(parsed("").has("name")) << "an empty option has no items";
@@ -94,6 +96,9 @@ TEST(OptionParser, BadValuesNameTheItem) {
                             "count=", "count=99999999999999999999999"})
         EXPECT_THAT(error_reading(bad, [](const auto& p) { p.number("count", 1, 10); }),
                     HasSubstr(std::string(bad) + ": expected a number from 1 to 10"));
+    for (const char* bad : {"count=0", "count=1", "count=6", "count=32", "count=x", "count=-2"})
+        EXPECT_THAT(error_reading(bad, [](const auto& p) { p.power_of_two("count", 2, 16); }),
+                    HasSubstr(std::string(bad) + ": expected a power of two from 2 to 16"));
     EXPECT_THAT(error_reading("size=12X", [](const auto& p) { p.size("size"); }),
                 HasSubstr("size=12X: size '12X' is not a number"));
     EXPECT_THAT(error_reading(

@@ -32,12 +32,13 @@ devices::virtio::blk::DiskConfig parse_disk_option(std::string_view text) {
 }
 
 TEST(DiskOption, ParsesEveryKey) {
-    const auto config =
-        parse_disk_option("path=/images/a.raw,readonly=on,serial=SN-1,queues=4,bus=root");
+    const auto config = parse_disk_option(
+        "path=/images/a.raw,readonly=on,serial=SN-1,queues=4,queue-size=64,bus=root");
     EXPECT_EQ(config.path, "/images/a.raw");
     EXPECT_TRUE(config.read_only);
     EXPECT_EQ(config.serial, "SN-1");
     EXPECT_EQ(config.queues, 4);
+    EXPECT_EQ(config.queue_size, 64);
     EXPECT_EQ(config.bus, blk::DiskBus::Root);
 }
 
@@ -46,9 +47,12 @@ TEST(DiskOption, HasDefaults) {
     EXPECT_FALSE(config.read_only);
     EXPECT_FALSE(config.serial);
     EXPECT_EQ(config.queues, 1);
+    EXPECT_EQ(config.queue_size, 256);
     EXPECT_EQ(config.bus, blk::DiskBus::RootPort);
     EXPECT_FALSE(parse_disk_option("path=d,readonly=off,bus=rootport").read_only);
     EXPECT_EQ(parse_disk_option("path=d,queues=64").queues, 64);
+    EXPECT_EQ(parse_disk_option("path=d,queue-size=4").queue_size, 4);
+    EXPECT_EQ(parse_disk_option("path=d,queue-size=1024").queue_size, 1024);
     EXPECT_EQ(parse_disk_option("path=d,serial=").serial, "");
     EXPECT_EQ(parse_disk_option("path=d,serial=12345678901234567890").serial->size(), 20u);
 }
@@ -66,6 +70,14 @@ TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
         {"path=a,queues=65", "queues=65: expected a number"},
         {"path=a,queues=2x", "queues=2x: expected a number"},
         {"path=a,queues=", "queues=: expected a number"},
+        {"path=a,queue-size=0", "queue-size=0: expected a power of two from 4 to 1024"},
+        {"path=a,queue-size=2", "queue-size=2: expected a power of two from 4 to 1024"},
+        {"path=a,queue-size=3", "queue-size=3: expected a power of two"},
+        {"path=a,queue-size=96", "queue-size=96: expected a power of two"},
+        {"path=a,queue-size=2048", "queue-size=2048: expected a power of two"},
+        {"path=a,queue-size=-1", "queue-size=-1: expected a power of two"},
+        {"path=a,queue-size=abc", "queue-size=abc: expected a power of two"},
+        {"path=a,queue-size=", "queue-size=: expected a power of two"},
         {"path=a,serial=123456789012345678901", "longer than 20 bytes"},
         {"path=a,serial=caf\xc3\xa9", "printable ASCII"},
         {"path=a,bus=pci", "bus=pci: expected one of rootport, root"},
@@ -81,19 +93,25 @@ TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
 }
 
 TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
-    const auto option = parse_scsi_controller_option("id=c0,queues=4,bus=root");
+    const auto option = parse_scsi_controller_option("id=c0,queues=4,queue-size=64,bus=root");
     EXPECT_EQ(option.controller.id, "c0");
     EXPECT_EQ(option.controller.request_queues, 4);
+    EXPECT_EQ(option.controller.queue_size, 64);
     EXPECT_EQ(option.bus, blk::DiskBus::Root);
     EXPECT_TRUE(option.controller.luns.empty());
     const auto plain = parse_scsi_controller_option("id=x");
     EXPECT_EQ(plain.controller.request_queues, 1);
+    EXPECT_EQ(plain.controller.queue_size, 256);
     EXPECT_EQ(plain.bus, blk::DiskBus::RootPort);
     for (auto [option, message] : std::initializer_list<std::pair<const char*, const char*>>{
              {"", "id= is required"},
              {"id=", "id=: must not be empty"},
              {"id=c0,queues=0", "queues=0: expected a number from 1 to 64"},
              {"id=c0,queues=65", "queues=65: expected a number from 1 to 64"},
+             {"id=c0,queue-size=0", "queue-size=0: expected a power of two from 4 to 1024"},
+             {"id=c0,queue-size=3", "queue-size=3: expected a power of two from 4 to 1024"},
+             {"id=c0,queue-size=2048", "queue-size=2048: expected a power of two"},
+             {"id=c0,queue-size=abc", "queue-size=abc: expected a power of two"},
              {"id=c0,bus=pci", "bus=pci: expected one of rootport, root"},
              {"id=c0,lun=1", "unknown key 'lun'"},
          }) {
@@ -156,6 +174,7 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,serial=1234567890123456789012345678901234567"},
          "longer than 36 bytes"},
         {{"path=a,controller=c0,queues=2"}, "queues=2: a LUN has its controller's"},
+        {{"path=a,controller=c0,queue-size=64"}, "queue-size=64: a LUN has its controller's"},
         {{"path=a,controller=c0,bus=root"}, "bus=root: a LUN has its controller's"},
         {{"controller=c0"}, "path= is required"},
     };

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "devices/virtio/queue_size.h"
 #include "mem/slot_pool.h"
 
 namespace mvmm::devices::virtio::blk {
@@ -24,6 +25,7 @@ struct DiskConfig {
     std::optional<std::string> serial;  // printable ASCII, at most kSerialBytes; unset: derived
                                         // from the path (see disk_serial)
     uint16_t queues = 1;                // 1 to kMaxQueues
+    uint16_t queue_size = kDefaultQueueSize;  // each queue's maximum (valid_queue_size)
     DiskBus bus = DiskBus::RootPort;
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
 };

@@ -72,10 +72,11 @@ uint64_t offered_features(const DiskConfig& config) {
     return features;
 }
 
-std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues) {
+std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues,
+                                       uint16_t queue_size) {
     const ConfigSpace config{
         .capacity = info.capacity_sectors,
-        .seg_max = BlkDevice::kQueueSize - 2,  // a chain also holds the header and the status
+        .seg_max = queue_size - 2u,  // a chain also holds the header and the status
         .blk_size = kSectorSize,
         .min_io_size = 1,
         .num_queues = num_queues,
@@ -127,7 +128,8 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
     : requests_(config, counters_),
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
-      config_space_(make_config_space(requests_.info, num_queues_)),
+      queue_size_(checked_queue_size(config.queue_size, "virtio-blk")),
+      config_space_(make_config_space(requests_.info, num_queues_, queue_size_)),
       workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
@@ -144,7 +146,7 @@ bool BlkDevice::activate(ActivateContext context) {
     workers_.stop();
     // Without FLUSH negotiated, a completed write must already be stable (virtio 1.2, 5.2.6.2).
     requests_.write_through = !(context.features & kFeatureFlush);
-    return workers_.start(context, num_queues_, kQueueSize,
+    return workers_.start(context, num_queues_, queue_size_,
                           [this](uint16_t) -> RequestHandler* { return &requests_; });
 }
 

@@ -30,8 +30,6 @@ struct BlkCounters : QueueCounters {
 
 class BlkDevice final : public Device {
   public:
-    static constexpr uint16_t kQueueSize = 256;
-
     // Opens the image (DiskImage::open; throws std::runtime_error for the user).  `io` must
     // outlive the device.
     BlkDevice(const DiskConfig& config, boost::asio::io_context& io);
@@ -39,7 +37,7 @@ class BlkDevice final : public Device {
     uint32_t device_id() const override { return 2; }
     uint64_t features() const override { return features_; }
     uint16_t num_queues() const override { return num_queues_; }
-    uint16_t max_queue_size() const override { return kQueueSize; }
+    uint16_t max_queue_size() const override { return queue_size_; }
     void read_config(uint64_t offset, std::span<uint8_t> data) const override;
     void write_config(uint64_t offset, std::span<const uint8_t> data) override;
     // `context.memory` and `context.interrupt` must stay valid until reset() or destruction.
@@ -75,6 +73,7 @@ class BlkDevice final : public Device {
     Requests requests_;
     uint64_t features_;
     uint16_t num_queues_;
+    uint16_t queue_size_;
     std::vector<uint8_t> config_space_;
     QueueWorkers workers_;
 };

@@ -219,10 +219,11 @@ TEST_F(BlkDeviceTest, ConfigSpaceDescribesTheDisk) {
     EXPECT_EQ(device->num_queues(), 4);
     EXPECT_TRUE(device->features() & (1ull << 12));  // VIRTIO_BLK_F_MQ
     EXPECT_TRUE(device->features() & kFeatureFlush);
-    EXPECT_EQ(config_field<uint64_t>(*device, 0), kDiskSectors);  // capacity
-    EXPECT_EQ(config_field<uint32_t>(*device, 12), uint32_t(BlkDevice::kQueueSize - 2));  // seg_max
-    EXPECT_EQ(config_field<uint32_t>(*device, 20), 512u);  // blk_size
-    EXPECT_EQ(config_field<uint16_t>(*device, 34), 4);     // num_queues
+    EXPECT_EQ(device->max_queue_size(), kDefaultQueueSize);
+    EXPECT_EQ(config_field<uint64_t>(*device, 0), kDiskSectors);             // capacity
+    EXPECT_EQ(config_field<uint32_t>(*device, 12), kDefaultQueueSize - 2u);  // seg_max
+    EXPECT_EQ(config_field<uint32_t>(*device, 20), 512u);                    // blk_size
+    EXPECT_EQ(config_field<uint16_t>(*device, 34), 4);                       // num_queues
     EXPECT_EQ(config_field<uint32_t>(*device, 36), device->disk_info().max_discard_sectors);
     EXPECT_EQ(config_field<uint32_t>(*device, 48), device->disk_info().max_write_zeroes_sectors);
     EXPECT_EQ(config_field<uint8_t>(*device, 56), 1);  // write_zeroes_may_unmap
@@ -231,6 +232,39 @@ TEST_F(BlkDeviceTest, ConfigSpaceDescribesTheDisk) {
 
     make_device(testing::disk_config(image));
     EXPECT_FALSE(device->features() & (1ull << 12)) << "MQ only with more than one queue";
+}
+
+// queue-size=64: every queue's maximum, and the request slots of each queue's pool.
+TEST_F(BlkDeviceTest, QueueSizeBoundsEveryRingAndItsRequestSlots) {
+    DiskConfig config = testing::disk_config(image);
+    config.queues = 2;
+    config.queue_size = 64;
+    make_device(config, 128);
+    EXPECT_EQ(device->max_queue_size(), 64);
+    EXPECT_EQ(config_field<uint32_t>(*device, 12), 62u) << "seg_max: the header and the status";
+    EXPECT_FALSE(activate()) << "a ring larger than queue-size";
+
+    make_device(config, 64);
+    ASSERT_TRUE(activate());
+    // A full ring: 64 requests in flight at once, one slot each.
+    std::vector<Submitted> reads;
+    for (int i = 0; i < 64; ++i) reads.push_back(submit(kIn, i, {}, 512, 1, true));
+    kick_and_wait(64, 1);
+    for (const auto& read : reads) EXPECT_EQ(status_of(read), 0);
+    // The longest chain the ring holds fits a slot: the header, seg_max sectors, the status.
+    const GuestAddr header = guest.alloc(16);
+    guest.write(header, std::vector<uint8_t>{kOut, 0, 0, 0, 0, 0, 0, 0});  // sector 0
+    std::vector<vt::TestDriver::Buffer> chain{{header, 16, false}};
+    for (uint8_t i = 0; i < 62; ++i) {
+        chain.push_back({guest.alloc(512), 512, false});
+        guest.write(chain.back().addr, std::vector<uint8_t>(512, i));
+    }
+    const GuestAddr status = guest.alloc(1);
+    chain.push_back({status, 1, true});
+    drivers[0]->add_chain(chain);
+    kick_and_wait(1);
+    EXPECT_EQ(guest.read(status, 1)[0], 0);
+    EXPECT_EQ(image.read(61 * 512, 512), std::vector<uint8_t>(512, 61));
 }
 
 TEST_F(BlkDeviceTest, ServesEveryQueueAndTheDriverMayUseFewer) {
@@ -369,6 +403,11 @@ TEST_F(BlkDeviceTest, ResetWaitsForAnIoThreadAndNothingRunsAfterIt) {
 TEST_F(BlkDeviceTest, RefusesBadConfigurations) {
     device.reset();  // it holds the image's lock
     DiskConfig config = testing::disk_config(image);
+    for (uint16_t size : {0, 2, 3, 96, 2048}) {
+        config.queue_size = size;
+        EXPECT_THROW(BlkDevice(config, io), std::invalid_argument) << "queue-size " << size;
+    }
+    config.queue_size = kDefaultQueueSize;
     config.queues = 0;
     EXPECT_THROW(BlkDevice(config, io), std::invalid_argument);
     config.path = "/nonexistent.img";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/virtio/queue_size.h"
 #include "mem/slot_pool.h"
 
 namespace mvmm::devices::virtio::scsi {
@@ -26,8 +27,9 @@ struct LunConfig {
 };
 
 struct ControllerConfig {
-    std::string id;               // for messages: "c0"
-    uint16_t request_queues = 1;  // 1 to kMaxRequestQueues
+    std::string id;                           // for messages: "c0"
+    uint16_t request_queues = 1;              // 1 to kMaxRequestQueues
+    uint16_t queue_size = kDefaultQueueSize;  // every queue's maximum (valid_queue_size)
     std::vector<LunConfig> luns;
     SlotSource request_alloc = SlotSource::pool;  // where commands in flight live
 };

@@ -68,6 +68,7 @@ uint32_t ScsiController::Commands::handle(const DescriptorChain& chain) {
 
 ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_context& io)
     : request_queues_(checked_queues(config.request_queues)),
+      queue_size_(checked_queue_size(config.queue_size, "virtio-scsi")),
       target_(config.luns),
       commands_(target_, in_flight_, counters_),
       control_(target_, in_flight_, counters_.bad_requests),
@@ -83,7 +84,7 @@ uint64_t ScsiController::features() const {
 std::vector<uint8_t> ScsiController::config_space() const {
     virtio_scsi_config config{};  // little-endian, like the host
     config.num_queues = request_queues_;
-    config.seg_max = kQueueSize - 2;  // a chain also holds the request and response headers
+    config.seg_max = queue_size_ - 2u;  // a chain also holds the request and response headers
     config.max_sectors = kMaxSectors;
     config.cmd_per_lun = kCommandsPerLun;
     config.event_info_size = sizeof(virtio_scsi_event);
@@ -119,11 +120,12 @@ void ScsiController::write_config(uint64_t offset, std::span<const uint8_t> data
 bool ScsiController::activate(ActivateContext context) {
     workers_.stop();
     commands_.layout = {.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
-    return workers_.start(context, num_queues(), kQueueSize, [this](uint16_t i) -> RequestHandler* {
+    const auto handler_for = [this](uint16_t i) -> RequestHandler* {
         if (i == kControlQueue) return &control_;
         if (i == kEventQueue) return nullptr;  // no events: the driver's buffers wait here
         return &commands_;
-    });
+    };
+    return workers_.start(context, num_queues(), queue_size_, handler_for);
 }
 
 void ScsiController::reset() {

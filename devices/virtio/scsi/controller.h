@@ -34,7 +34,6 @@ struct ScsiCounters : QueueCounters {
 
 class ScsiController final : public Device {
   public:
-    static constexpr uint16_t kQueueSize = 256;
     static constexpr uint16_t kControlQueue = 0, kEventQueue = 1, kFirstRequestQueue = 2;
 
     // Opens every LUN (Target); throws std::runtime_error or std::invalid_argument for the
@@ -44,7 +43,7 @@ class ScsiController final : public Device {
     uint32_t device_id() const override { return 8; }
     uint64_t features() const override;
     uint16_t num_queues() const override { return kFirstRequestQueue + request_queues_; }
-    uint16_t max_queue_size() const override { return kQueueSize; }
+    uint16_t max_queue_size() const override { return queue_size_; }
     void read_config(uint64_t offset, std::span<uint8_t> data) const override;
     // Only sense_size and cdb_size are writable.
     void write_config(uint64_t offset, std::span<const uint8_t> data) override;
@@ -75,6 +74,7 @@ class ScsiController final : public Device {
     std::vector<uint8_t> config_space() const;
 
     const uint16_t request_queues_;
+    const uint16_t queue_size_;
     ScsiCounters counters_;
     std::shared_mutex in_flight_;  // shared by each command while it runs, taken by TMFs
     Target target_;

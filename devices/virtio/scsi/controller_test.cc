@@ -35,9 +35,12 @@ struct Sent {
 
 class ControllerTest : public ::testing::Test {
   protected:
-    void make(uint16_t request_queues = 1, SlotSource request_alloc = SlotSource::pool) {
+    // Every queue's ring has `ring_size` entries.
+    void make(uint16_t request_queues = 1, SlotSource request_alloc = SlotSource::pool,
+              uint16_t queue_size = kDefaultQueueSize, uint16_t ring_size = 16) {
         ControllerConfig config{.id = "c0",
                                 .request_queues = request_queues,
+                                .queue_size = queue_size,
                                 .luns = {},
                                 .request_alloc = request_alloc};
         config.luns.push_back({disk.path(), 0, false, "disk-0"});
@@ -47,7 +50,7 @@ class ControllerTest : public ::testing::Test {
         drivers.clear();
         kicks.clear();
         for (uint16_t i = 0; i < controller->num_queues(); ++i) {
-            drivers.push_back(std::make_unique<vt::TestDriver>(guest, 16));
+            drivers.push_back(std::make_unique<vt::TestDriver>(guest, ring_size));
             kicks.emplace_back();
         }
     }
@@ -116,7 +119,8 @@ TEST_F(ControllerTest, ConfigSpaceSaysOneTargetManyLuns) {
     EXPECT_EQ(config.num_queues, 1u);
     EXPECT_EQ(config.max_target, 0) << "Linux scans one target with REPORT LUNS";
     EXPECT_EQ(config.max_lun, kMaxLun);
-    EXPECT_EQ(config.seg_max, ScsiController::kQueueSize - 2u);
+    EXPECT_EQ(config.seg_max, kDefaultQueueSize - 2u);
+    EXPECT_EQ(controller->max_queue_size(), kDefaultQueueSize);
     EXPECT_EQ(config.cdb_size, 32u);
     EXPECT_EQ(config.sense_size, 96u);
     EXPECT_EQ(controller->device_id(), 8u);
@@ -261,6 +265,30 @@ TEST_F(ControllerTest, EveryRequestQueueServes) {
     ASSERT_TRUE(activate());
     for (size_t queue = 2; queue < 6; ++queue) send(address(0), {0x00}, {}, 0, queue);
     for (size_t queue = 2; queue < 6; ++queue) wait_used(1, queue);
+}
+
+// queue-size=64: every queue's maximum, and the command slots of each queue's pool.
+TEST_F(ControllerTest, QueueSizeBoundsEveryRingAndItsCommandSlots) {
+    make(2, SlotSource::pool, 64, 128);
+    EXPECT_EQ(controller->max_queue_size(), 64);
+    virtio_scsi_config config{};
+    controller->read_config(0, std::span(reinterpret_cast<uint8_t*>(&config), sizeof config));
+    EXPECT_EQ(config.seg_max, 62u) << "the request and response headers";
+    EXPECT_FALSE(activate()) << "a ring larger than queue-size";
+
+    make(2, SlotSource::pool, 64, 64);
+    ASSERT_TRUE(activate());
+    // Every descriptor of the ring in use: 32 commands of two each.
+    std::vector<Sent> sent;
+    for (int i = 0; i < 32; ++i) sent.push_back(send(address(0), {0x00}, {}, 0, 3));
+    wait_used(32, 3);
+    for (const auto& command : sent) EXPECT_EQ(response_of(command).response, VIRTIO_SCSI_S_OK);
+    EXPECT_FALSE(controller->needs_reset());
+}
+
+TEST_F(ControllerTest, RefusesABadQueueSize) {
+    for (uint16_t size : {0, 2, 3, 96, 2048})
+        EXPECT_THROW(make(1, SlotSource::pool, size), std::invalid_argument) << size;
 }
 
 }  // namespace
