@@ -11,16 +11,6 @@
 
 namespace mvmm {
 
-std::string_view to_string(MemError e) {
-    switch (e) {
-        case MemError::Overflow:
-            return "address range wraps around";
-        case MemError::OutOfRange:
-            return "address range is not guest RAM";
-    }
-    return "unknown memory error";
-}
-
 Mapping Mapping::anonymous(size_t size, int extra_flags) {
     void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
@@ -49,7 +39,7 @@ GuestMemory::GuestMemory(std::vector<RamRegion> regions) : regions_(std::move(re
     }
 }
 
-Result<std::span<uint8_t>, MemError> GuestMemory::span(GuestAddr addr, uint64_t len) const {
+Result<GuestSlice, MemError> GuestMemory::slice(GuestAddr addr, uint64_t len) const {
     auto end = addr.checked_add(len);
     if (!end) return Unexpected{MemError::Overflow};
     // The last region whose base is <= addr.
@@ -58,21 +48,19 @@ Result<std::span<uint8_t>, MemError> GuestMemory::span(GuestAddr addr, uint64_t 
     if (it == regions_.begin()) return Unexpected{MemError::OutOfRange};
     const RamRegion& r = *std::prev(it);
     if (*end > r.end()) return Unexpected{MemError::OutOfRange};
-    return r.mapping.bytes().subspan(addr - r.base, len);
+    return GuestSlice(r.mapping.bytes().subspan(addr - r.base, len));
 }
 
 Result<Ok, MemError> GuestMemory::read_bytes(GuestAddr addr, std::span<uint8_t> out) const {
-    auto s = span(addr, out.size());
+    auto s = slice(addr, out.size());
     if (!s) return Unexpected{s.error()};
-    std::memcpy(out.data(), s->data(), out.size());
-    return Ok{};
+    return s->copy_to(0, out);
 }
 
 Result<Ok, MemError> GuestMemory::write_bytes(GuestAddr addr, std::span<const uint8_t> in) const {
-    auto s = span(addr, in.size());
+    auto s = slice(addr, in.size());
     if (!s) return Unexpected{s.error()};
-    std::memcpy(s->data(), in.data(), in.size());
-    return Ok{};
+    return s->copy_from(0, in);
 }
 
 uint64_t GuestMemory::total_size() const noexcept {

@@ -42,7 +42,7 @@ IoResult transfer_all(VectorIo call, int fd, uint64_t offset, const GuestBuffers
         std::array<iovec, kIovWindow> iov;  // only the entries filled below are read
         int count = 0;
         for (const GuestBuffers::Part piece : buffers.slice(moved, buffers.size())) {
-            iov[count++] = iovec{piece.data(), piece.size()};
+            iov[count++] = piece.as_iovec();
             if (count == kIovWindow) break;
         }
         const ssize_t done = call(fd, iov.data(), count, static_cast<off_t>(offset + moved));
@@ -159,7 +159,8 @@ IoResult DiskImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unma
 
     // No fallocate zeroing on this host filesystem (tmpfs, NFS...): write zeroes.
     static const std::array<uint8_t, 64 * 1024> zeroes{};
-    const GuestBuffers::Part zero(const_cast<uint8_t*>(zeroes.data()), zeroes.size());  // only read
+    const GuestBuffers::Part zero(
+        std::span(const_cast<uint8_t*>(zeroes.data()), zeroes.size()));  // only read
     const std::vector<GuestBuffers::Part> parts((length + zeroes.size() - 1) / zeroes.size(), zero);
     return transfer_all(::pwritev, fd_.get(), offset, GuestBuffers(parts).slice(0, length));
 }

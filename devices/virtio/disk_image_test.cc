@@ -37,7 +37,8 @@ TEST_F(DiskIoTest, MovesMorePiecesThanOneSystemCallTakes) {
     file.write(0, on_disk);
     std::vector<uint8_t> into(on_disk.size());
     std::vector<GuestBuffers::Part> parts;
-    for (size_t at = 0; at < into.size(); at += 8) parts.push_back(std::span(into).subspan(at, 8));
+    for (size_t at = 0; at < into.size(); at += 8)
+        parts.emplace_back(std::span(into).subspan(at, 8));
     ASSERT_TRUE(image.read(0, GuestBuffers(parts).slice(4, into.size() - 8)));
     EXPECT_TRUE(std::equal(into.begin() + 4, into.end() - 4, on_disk.begin()));
     EXPECT_EQ(into.front(), 0) << "nothing outside the slice";
@@ -93,7 +94,7 @@ TEST(DiskIoReadOnlyTest, AReadOnlyImageCannotBeWritten) {
     DiskImage image = DiskImage::open(file.path(), true);
     EXPECT_TRUE(image.read_only());
     std::vector<uint8_t> data(512, 0x22);
-    const GuestBuffers::Part part[] = {data};
+    const GuestBuffers::Part part[] = {GuestSlice(data)};
     EXPECT_FALSE(image.write(0, GuestBuffers(part))) << "opened O_RDONLY";
     EXPECT_EQ(file.read(0, 512), filled(512, 0x11));
 }

@@ -1,7 +1,5 @@
 #include "devices/virtio/guest_buffers.h"
 
-#include <cstring>
-
 namespace mvmm::devices::virtio {
 
 GuestBuffers::GuestBuffers(std::span<const Part> parts) : parts_(parts) {
@@ -29,8 +27,7 @@ GuestBuffers GuestBuffers::slice(uint64_t offset, uint64_t length) const noexcep
 uint64_t GuestBuffers::copy_to(uint64_t offset, std::span<uint8_t> out) const noexcept {
     uint64_t copied = 0;
     for (const Part piece : slice(offset, out.size())) {
-        // Guest memory may change under us; callers parse only the copy.
-        std::memcpy(out.data() + copied, piece.data(), piece.size());
+        if (!piece.copy_to(0, out.subspan(copied, piece.size()))) break;  // whole: cannot fail
         copied += piece.size();
     }
     return copied;
@@ -39,7 +36,7 @@ uint64_t GuestBuffers::copy_to(uint64_t offset, std::span<uint8_t> out) const no
 uint64_t GuestBuffers::copy_from(uint64_t offset, std::span<const uint8_t> in) const noexcept {
     uint64_t copied = 0;
     for (const Part piece : slice(offset, in.size())) {
-        std::memcpy(piece.data(), in.data() + copied, piece.size());
+        if (!piece.copy_from(0, in.subspan(copied, piece.size()))) break;
         copied += piece.size();
     }
     return copied;

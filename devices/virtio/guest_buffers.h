@@ -10,21 +10,23 @@
 #include <cstdint>
 #include <span>
 
+#include "mem/guest_slice.h"
+
 namespace mvmm::devices::virtio {
 
 class GuestBuffers {
   public:
-    using Part = std::span<uint8_t>;  // one descriptor's buffer, from GuestMemory::span
+    using Part = GuestSlice;  // one descriptor's buffer, from GuestMemory::slice
 
     // One piece of the stream after another: the parts, the first and last cut to the view.
     class Iterator {
       public:
         Iterator() = default;
-        Part operator*() const noexcept {
-            const Part rest = part_->subspan(skip_);
-            return rest.first(std::min<uint64_t>(rest.size(), left_));
+        Part operator*() const {
+            // Cannot fail: skip_ lies inside the part, the view's bytes inside the parts.
+            return part_->subslice(skip_, std::min(part_->size() - skip_, left_)).value();
         }
-        Iterator& operator++() noexcept {
+        Iterator& operator++() {
             left_ -= (**this).size();
             ++part_;
             skip_ = 0;
@@ -56,7 +58,7 @@ class GuestBuffers {
     // Bytes [offset, offset + length) of the stream; clamped to the end of the stream.
     GuestBuffers slice(uint64_t offset, uint64_t length) const noexcept;
     // Copy between the stream at `offset` and host memory; return how many bytes were copied
-    // (fewer than asked at the end of the stream).
+    // (fewer than asked at the end of the stream).  Devices parse only what they copied out.
     uint64_t copy_to(uint64_t offset, std::span<uint8_t> out) const noexcept;
     uint64_t copy_from(uint64_t offset, std::span<const uint8_t> in) const noexcept;
 

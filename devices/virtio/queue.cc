@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <bit>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -12,7 +11,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "virtio 1.x rings are little-endian; this host reads them natively");
-static_assert(std::atomic_ref<uint16_t>::is_always_lock_free);
 
 constexpr uint16_t kDescNext = 1;
 constexpr uint16_t kDescWrite = 2;
@@ -38,15 +36,10 @@ constexpr uint64_t used_entry_offset(uint64_t i) {
     return 4 + 8 * i;
 }
 
-// A 16-bit ring field the driver reads or writes concurrently.  create() checked the
-// alignment atomic_ref needs.
-std::atomic_ref<uint16_t> ring_field(std::span<uint8_t> ring, uint64_t offset) {
-    return std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(ring.data() + offset));
-}
-
-bool aligned(GuestAddr guest, std::span<uint8_t> host, uint64_t alignment) {
-    return guest.value() % alignment == 0 &&
-           reinterpret_cast<uintptr_t>(host.data()) % alignment == 0;
+// Ring fields the driver reads or writes concurrently are loaded and stored atomically;
+// create() checked the alignment that needs, on both sides.
+bool aligned(GuestAddr guest, const GuestSlice& host, uint64_t alignment) {
+    return guest.value() % alignment == 0 && host.aligned(alignment);
 }
 
 // virtio 1.2, 2.7.10: has new_idx just passed event, counting from old_idx?
@@ -96,8 +89,8 @@ std::string_view to_string(RingError error) {
     return "unknown ring error";
 }
 
-SplitQueue::SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features,
-                       std::span<uint8_t> desc, std::span<uint8_t> avail, std::span<uint8_t> used)
+SplitQueue::SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features, GuestSlice desc,
+                       GuestSlice avail, GuestSlice used)
     : memory_(&memory),
       size_(size),
       indirect_allowed_(features & kFeatureIndirectDesc),
@@ -112,9 +105,9 @@ Result<SplitQueue, RingError> SplitQueue::create(const GuestMemory& memory,
     const uint16_t size = config.size;
     if (size == 0 || size > max_size || !std::has_single_bit(size))
         return Unexpected{RingError::BadQueueSize};
-    auto desc = memory.span(config.desc, sizeof(Descriptor) * size);
-    auto avail = memory.span(config.avail, avail_entry_offset(size) + 2);
-    auto used = memory.span(config.used, used_entry_offset(size) + 2);
+    auto desc = memory.slice(config.desc, sizeof(Descriptor) * size);
+    auto avail = memory.slice(config.avail, avail_entry_offset(size) + 2);
+    auto used = memory.slice(config.used, used_entry_offset(size) + 2);
     if (!desc || !avail || !used) return Unexpected{RingError::RingOutsideRam};
     if (!aligned(config.desc, *desc, 16) || !aligned(config.avail, *avail, 2) ||
         !aligned(config.used, *used, 4))
@@ -127,13 +120,13 @@ Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop(
     if (parts.size() < size_)
         throw std::invalid_argument("SplitQueue::pop: room for too few parts");
     // Acquire: the ring entry and descriptors the driver wrote before idx are visible.
-    const uint16_t avail_idx = ring_field(avail_, kIdxOffset).load(std::memory_order_acquire);
+    const uint16_t avail_idx = avail_.load<uint16_t>(kIdxOffset, std::memory_order_acquire);
     const uint16_t pending = avail_idx - next_avail_;
     if (pending > size_) return Unexpected{RingError::AvailIndexJump};
     if (pending == 0) return std::optional<DescriptorChain>{};
 
     const uint16_t head =
-        ring_field(avail_, avail_entry_offset(next_avail_ % size_)).load(std::memory_order_relaxed);
+        avail_.load<uint16_t>(avail_entry_offset(next_avail_ % size_), std::memory_order_relaxed);
     ++next_avail_;
     if (head >= size_) return Unexpected{RingError::HeadOutOfRange};
     DescriptorChain chain;
@@ -144,18 +137,18 @@ Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop(
 
 Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Part> parts,
                                        DescriptorChain& chain) const {
-    std::span<const uint8_t> table = desc_;
-    uint32_t table_size = size_;
+    GuestSlice table = desc_;
     uint32_t budget = size_;  // a chain visits each descriptor at most once
     bool in_indirect = false;
     uint64_t total = 0;
     size_t readable = 0, count = 0;  // parts recorded; the readable ones come first
     uint16_t index = head;
     for (;;) {
-        if (index >= table_size) return Unexpected{RingError::NextOutOfRange};
+        // Read once, then check the copy.  Past the end of the table is past its slice.
+        auto copied = table.read_obj<Descriptor>(sizeof(Descriptor) * index);
+        if (!copied) return Unexpected{RingError::NextOutOfRange};
         if (budget-- == 0) return Unexpected{RingError::ChainTooLong};
-        Descriptor d;
-        std::memcpy(&d, table.data() + sizeof d * index, sizeof d);  // read once, then check
+        const Descriptor d = *copied;
 
         if (d.flags & kDescIndirect) {
             if (!indirect_allowed_) return Unexpected{RingError::IndirectNotNegotiated};
@@ -164,17 +157,17 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Pa
             if (count != 0) return Unexpected{RingError::IndirectNotFirst};
             if (d.len == 0 || d.len % sizeof d != 0 || d.len / sizeof d > size_)
                 return Unexpected{RingError::BadIndirectLength};
-            auto indirect = memory_->span(GuestAddr(d.addr), d.len);
+            auto indirect = memory_->slice(GuestAddr(d.addr), d.len);
             if (!indirect) return Unexpected{RingError::IndirectOutsideRam};
             table = *indirect;
-            table_size = budget = d.len / sizeof d;
+            budget = d.len / sizeof d;
             in_indirect = true;
             index = 0;
             continue;
         }
 
         if (d.len == 0) return Unexpected{RingError::EmptyBuffer};
-        auto buffer = memory_->span(GuestAddr(d.addr), d.len);
+        auto buffer = memory_->slice(GuestAddr(d.addr), d.len);
         if (!buffer) return Unexpected{RingError::BufferOutsideRam};
         total += d.len;
         if (total > std::numeric_limits<uint32_t>::max())
@@ -195,28 +188,29 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Pa
 }
 
 void SplitQueue::push_used(uint16_t head, uint32_t written) {
-    const uint32_t element[2] = {head, written};
-    std::memcpy(used_.data() + used_entry_offset(next_used_ % size_), element, sizeof element);
+    const uint64_t element = used_entry_offset(next_used_ % size_);  // {id, len}
+    used_.store<uint32_t>(element, head, std::memory_order_relaxed);
+    used_.store<uint32_t>(element + 4, written, std::memory_order_relaxed);
     ++next_used_;
     // Release: the element and the data written into the buffers are visible before idx.
-    ring_field(used_, kIdxOffset).store(next_used_, std::memory_order_release);
+    used_.store<uint16_t>(kIdxOffset, next_used_, std::memory_order_release);
 }
 
 void SplitQueue::disable_notifications() {
     // With EVENT_IDX nothing to write: avail_event stays behind the driver's index, so the
     // driver does not kick again until enable_notifications() moves it.
-    if (!event_idx_) ring_field(used_, 0).store(kUsedNoNotify, std::memory_order_relaxed);
+    if (!event_idx_) used_.store<uint16_t>(0, kUsedNoNotify, std::memory_order_relaxed);
 }
 
 bool SplitQueue::enable_notifications() {
     if (event_idx_)
-        ring_field(used_, used_entry_offset(size_)).store(next_avail_, std::memory_order_relaxed);
+        used_.store<uint16_t>(used_entry_offset(size_), next_avail_, std::memory_order_relaxed);
     else
-        ring_field(used_, 0).store(0, std::memory_order_relaxed);
+        used_.store<uint16_t>(0, 0, std::memory_order_relaxed);
     // Store-load barrier: the driver must see the request for kicks before we re-read its
     // index, or a buffer it added in between (having seen kicks suppressed) is stranded.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return ring_field(avail_, kIdxOffset).load(std::memory_order_acquire) != next_avail_;
+    return avail_.load<uint16_t>(kIdxOffset, std::memory_order_acquire) != next_avail_;
 }
 
 bool SplitQueue::should_notify() {
@@ -227,11 +221,11 @@ bool SplitQueue::should_notify() {
     notified_used_ = next_used_;
     if (event_idx_) {
         const uint16_t used_event =
-            ring_field(avail_, avail_entry_offset(size_)).load(std::memory_order_relaxed);
+            avail_.load<uint16_t>(avail_entry_offset(size_), std::memory_order_relaxed);
         return need_event(used_event, next_used_, old_used);
     }
     return old_used != next_used_ &&
-           !(ring_field(avail_, 0).load(std::memory_order_relaxed) & kAvailNoInterrupt);
+           !(avail_.load<uint16_t>(0, std::memory_order_relaxed) & kAvailNoInterrupt);
 }
 
 }  // namespace mvmm::devices::virtio

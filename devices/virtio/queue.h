@@ -75,8 +75,8 @@ class SplitQueue {
     [[nodiscard]] bool should_notify();
 
   private:
-    SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features, std::span<uint8_t> desc,
-               std::span<uint8_t> avail, std::span<uint8_t> used);
+    SplitQueue(const GuestMemory& memory, uint16_t size, uint64_t features, GuestSlice desc,
+               GuestSlice avail, GuestSlice used);
     Result<Ok, RingError> walk(uint16_t head, std::span<GuestBuffers::Part> parts,
                                DescriptorChain& chain) const;
 
@@ -84,9 +84,9 @@ class SplitQueue {
     uint16_t size_;
     bool indirect_allowed_;
     bool event_idx_;
-    std::span<uint8_t> desc_;     // the descriptor table
-    std::span<uint8_t> avail_;    // flags, idx, ring[size], used_event
-    std::span<uint8_t> used_;     // flags, idx, ring[size] of {id, len}, avail_event
+    GuestSlice desc_;             // the descriptor table
+    GuestSlice avail_;            // flags, idx, ring[size], used_event
+    GuestSlice used_;             // flags, idx, ring[size] of {id, len}, avail_event
     uint16_t next_avail_ = 0;     // the next avail ring entry to pop
     uint16_t next_used_ = 0;      // the used idx the device publishes next
     uint16_t notified_used_ = 0;  // next_used_ when should_notify() last ran

@@ -61,15 +61,15 @@ void TestDriver::publish(uint16_t head) {
 }
 
 // Ring indices are published and read like a real driver does: release and acquire.
-std::atomic_ref<uint16_t> TestDriver::ring_index(GuestAddr addr) const {
-    auto bytes = guest_.memory().span(addr, sizeof(uint16_t));
-    if (!bytes) throw std::out_of_range("test ring index outside RAM");
-    return std::atomic_ref<uint16_t>(*reinterpret_cast<uint16_t*>(bytes->data()));
+GuestSlice TestDriver::ring_index(GuestAddr addr) const {
+    auto field = guest_.memory().slice(addr, sizeof(uint16_t));
+    if (!field) throw std::out_of_range("test ring index outside RAM");
+    return *field;
 }
 
 void TestDriver::set_avail_idx(uint16_t idx) {
     avail_idx_ = idx;
-    ring_index(avail_ + 2).store(idx, std::memory_order_release);
+    ring_index(avail_ + 2).store<uint16_t>(0, idx, std::memory_order_release);
 }
 
 void TestDriver::set_avail_flags(uint16_t flags) {
@@ -119,7 +119,7 @@ uint16_t TestDriver::add_indirect_chain(std::span<const Buffer> buffers) {
 }
 
 uint16_t TestDriver::used_idx() const {
-    return ring_index(used_ + 2).load(std::memory_order_acquire);
+    return ring_index(used_ + 2).load<uint16_t>(0, std::memory_order_acquire);
 }
 uint16_t TestDriver::used_flags() const {
     return get<uint16_t>(used_);

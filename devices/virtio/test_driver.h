@@ -90,7 +90,7 @@ class TestDriver {
 
   private:
     uint16_t next_descriptor();
-    std::atomic_ref<uint16_t> ring_index(GuestAddr addr) const;
+    GuestSlice ring_index(GuestAddr addr) const;
     template <class T>
     void put(GuestAddr addr, const T& value) const;
     template <class T>

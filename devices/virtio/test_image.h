@@ -79,7 +79,8 @@ class ScatteredBuffers {
 
   private:
     std::vector<uint8_t> a_ = pattern(100, 1), b_ = pattern(412, 50), c_ = pattern(512, 200);
-    const GuestBuffers::Part parts_[3] = {std::span(a_).first(100), std::span(b_).first(412), c_};
+    const GuestBuffers::Part parts_[3] = {GuestSlice(std::span(a_).first(100)),
+                                          GuestSlice(std::span(b_).first(412)), GuestSlice(c_)};
 };
 
 inline std::vector<uint8_t> filled(size_t size, uint8_t value) {

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
-#include <cstring>
 #include <exception>
 #include <future>
 #include <random>
@@ -208,18 +207,16 @@ class BlkRig::QueueLoad {
     void check(uint32_t s) const {
         if (s >= slots_.size()) throw std::runtime_error("used ring names an unknown request");
         const Slot& slot = slots_[s];
-        // Read in place: the driver side allocates nothing per request either, so the count
-        // of allocations is the device's.
-        const uint8_t status = guest_.memory().span(slot.status, 1).value()[0];
+        // Word by word, no buffer: the driver side allocates nothing per request either, so
+        // the count of allocations is the device's.
+        const uint8_t status = guest_.memory().read<uint8_t>(slot.status).value();
         if (status != 0)
             throw std::runtime_error("a read completed with status " + std::to_string(status));
         const uint64_t bytes = request_bytes(config_.workload);
-        const auto data = guest_.memory().span(slot.data, bytes).value();
+        const auto data = guest_.memory().slice(slot.data, bytes).value();
         const uint64_t step = config_.verify_every_word ? 8 : kPage;
         for (uint64_t at = 0; at < bytes; at += step) {
-            uint64_t word;
-            std::memcpy(&word, data.data() + at, 8);
-            if (word != pattern_word(slot.offset + at))
+            if (data.read_obj<uint64_t>(at).value() != pattern_word(slot.offset + at))
                 throw std::runtime_error("queue " + std::to_string(index_) +
                                          " read a wrong byte at image offset " +
                                          std::to_string(slot.offset + at));

@@ -47,7 +47,7 @@ TEST_F(DiskIoTest, ExecutesDiscardAndWriteZeroesRanges) {
 
 TEST_F(DiskIoTest, GetIdWritesTheIdNulPaddedTo20Bytes) {
     std::vector<uint8_t> id(24, 0xff);
-    const GuestBuffers::Part id_part[] = {std::span(id).first(20)};
+    const GuestBuffers::Part id_part[] = {GuestSlice(std::span(id).first(20))};
     const Request request{.type = RequestType::GetId, .data = GuestBuffers(id_part)};
     ASSERT_TRUE(execute(request, image, "disk-7", false));
     std::vector<uint8_t> expected(24, 0);

@@ -27,6 +27,12 @@ class RequestTest : public ::testing::Test {
 
   protected:
     std::span<uint8_t> buffer(size_t size) { return storage_.emplace_back(size); }
+    // Host buffers seen as guest memory, as the chain's parts.
+    std::span<const GuestBuffers::Part> parts(std::initializer_list<std::span<uint8_t>> buffers) {
+        auto& list = part_lists_.emplace_back();
+        for (auto bytes : buffers) list.emplace_back(bytes);
+        return list;
+    }
     std::span<uint8_t> header(uint32_t type, uint64_t sector = 0) {
         auto bytes = buffer(16);
         std::memcpy(bytes.data(), &type, 4);
@@ -38,11 +44,11 @@ class RequestTest : public ::testing::Test {
         std::memcpy(bytes.data(), std::data(segs), bytes.size());
         return bytes;
     }
-    DescriptorChain chain(std::initializer_list<GuestBuffers::Part> readable,
-                          std::initializer_list<GuestBuffers::Part> writable) {
+    DescriptorChain chain(std::initializer_list<std::span<uint8_t>> readable,
+                          std::initializer_list<std::span<uint8_t>> writable) {
         DescriptorChain c;
-        c.readable = GuestBuffers(part_lists_.emplace_back(readable));
-        c.writable = GuestBuffers(part_lists_.emplace_back(writable));
+        c.readable = GuestBuffers(parts(readable));
+        c.writable = GuestBuffers(parts(writable));
         return c;
     }
     std::optional<BlkError> error_of(const DescriptorChain& c) {
@@ -73,7 +79,7 @@ TEST_F(RequestTest, ParsesARead) {
     EXPECT_EQ(request.type, RequestType::In);
     EXPECT_EQ(request.offset, 10u * 512);
     ASSERT_EQ(request.data.piece_count(), 1u);
-    EXPECT_EQ((*request.data.begin()).data(), data.data());
+    EXPECT_EQ(*request.data.begin(), GuestSlice(data));
     EXPECT_EQ(request.data.size(), 1024u);
 }
 
@@ -91,7 +97,7 @@ TEST_F(RequestTest, AcceptsAnyLayout) {
     const auto request = parsed(chain({whole.subspan(0, 5), whole.subspan(5)}, {data_and_status}));
     EXPECT_EQ(request.offset, 3u * 512);
     EXPECT_EQ(request.data.size(), 512u);
-    EXPECT_EQ((*request.data.begin()).data(), data_and_status.data());
+    EXPECT_EQ(*request.data.begin(), GuestSlice(data_and_status.first(512)));
 }
 
 TEST_F(RequestTest, ParsesFlushAndGetId) {

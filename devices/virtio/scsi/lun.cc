@@ -81,7 +81,7 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
     // Another pattern: written 1024 blocks at a time, the same host block in every part of
     // one vectored write (nothing is copied).
     constexpr uint32_t kChunk = 1024;
-    const std::vector<GuestBuffers::Part> repeated(kChunk, block);
+    const std::vector<GuestBuffers::Part> repeated(kChunk, GuestBuffers::Part(block));
     for (uint32_t done_blocks = 0; done_blocks < command.blocks; done_blocks += kChunk) {
         const uint32_t blocks = std::min(kChunk, command.blocks - done_blocks);
         auto done = image_.write(offset + uint64_t{done_blocks} * kBlockSize,

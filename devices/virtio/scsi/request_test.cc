@@ -36,9 +36,9 @@ class Chain {
     }
 
   private:
-    std::span<uint8_t> part(size_t n) {
+    GuestSlice part(size_t n) {
         parts_.push_back(std::make_unique<std::vector<uint8_t>>(n, 0));
-        return *parts_.back();
+        return GuestSlice(*parts_.back());
     }
     std::vector<std::unique_ptr<std::vector<uint8_t>>> parts_;
     std::vector<GuestBuffers::Part> readable_, writable_;

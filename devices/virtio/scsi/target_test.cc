@@ -36,7 +36,7 @@ class TargetTest : public ::testing::Test {
                       std::vector<uint8_t> out = {}) {
         data_in.assign(in_size, 0xee);
         data_out = std::move(out);
-        const GuestBuffers::Part out_part = data_out, in_part = data_in;
+        const GuestBuffers::Part out_part(data_out), in_part(data_in);
         return target->execute(lun, cdb, GuestBuffers(std::span(&out_part, 1)),
                                GuestBuffers(std::span(&in_part, 1)));
     }
