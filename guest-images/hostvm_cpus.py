@@ -109,24 +109,20 @@ class Symbols:
         return f"{names[j]}+{offset:#x}" if offset < 0x10000 else ""
 
 
+# What parse_lapic() keeps of `info lapic N`, in order: the timer's mode and vector, whether it is armed (a one-shot
+# timer that fired reads current=0), the interrupts being served and waiting, and the priorities that block them.
+LAPIC_FIELDS = [
+    (r"^LVTT\s+0x([0-9a-f]+)\s+(.*?)\s*$", lambda m: f"LVTT={m[1]} ({' '.join(m[2].split())})"),
+    (r"initial_count = (\d+) current_count = (\d+)", lambda m: f"timer initial={m[1]} current={m[2]}"),
+    (r"^ISR\s+(.*?)\s*$", lambda m: f"ISR=[{m[1]}]"),
+    (r"^IRR\s+(.*?)\s*$", lambda m: f"IRR=[{m[1]}]"),
+    (r"TPR 0x([0-9a-f]+).*PPR 0x([0-9a-f]+)", lambda m: f"TPR={m[1]} PPR={m[2]}"),
+]
+
+
 def parse_lapic(text):
-    """One line of the timer and interrupt state from `info lapic N`: is a timer armed, is an interrupt waiting
-    (IRR) or being served (ISR), and what priority blocks it (PPR)."""
-    fields = []
-    m = re.search(r"^LVTT\s+0x([0-9a-f]+)\s+(.*?)\s*$", text, re.M)
-    if m:
-        fields.append(f"LVTT={m.group(1)} ({' '.join(m.group(2).split())})")
-    m = re.search(r"initial_count = (\d+) current_count = (\d+)", text)
-    if m:
-        fields.append(f"timer initial={m.group(1)} current={m.group(2)}")
-    for name in ("ISR", "IRR"):
-        m = re.search(rf"^{name}\s+(.*?)\s*$", text, re.M)
-        if m:
-            fields.append(f"{name}=[{m.group(1)}]")
-    m = re.search(r"TPR 0x([0-9a-f]+).*PPR 0x([0-9a-f]+)", text)
-    if m:
-        fields.append(f"TPR={m.group(1)} PPR={m.group(2)}")
-    return " ".join(fields)
+    """One line of the timer and interrupt state from `info lapic N` (LAPIC_FIELDS)."""
+    return " ".join(show(m) for pattern, show in LAPIC_FIELDS if (m := re.search(pattern, text, re.M)))
 
 
 def task_times(pid):
