@@ -189,7 +189,9 @@ Config parse_command_line(int argc, char** argv) {
     app.add_option("--trim-factor", config.trim.factor,
                    "adaptive policy: wait at least K times the last trim's duration")
         ->capture_default_str();
-    app.add_option("--log-level", config.log_level, "trace, debug, info, warn, error or off")
+    app.add_option(
+           "--log-level", config.log_level,
+           "trace, debug, info, warn, error or off (coloured on a terminal unless NO_COLOR is set)")
         ->capture_default_str()
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
     try {

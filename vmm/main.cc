@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -104,7 +105,11 @@ class Run {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto logger = spdlog::stderr_color_mt("mvmm");
+    // Colour only on a colour terminal (spdlog's automatic mode) and never under NO_COLOR
+    // (no-color.org): a log file or a console relayed into one gets plain text.
+    const char* no_color = std::getenv("NO_COLOR");
+    auto logger = spdlog::stderr_color_mt(
+        "mvmm", no_color && *no_color ? spdlog::color_mode::never : spdlog::color_mode::automatic);
     logger->set_pattern("mvmm: %^%l%$: %v");
     spdlog::set_default_logger(logger);
     Run run;

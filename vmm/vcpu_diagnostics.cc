@@ -162,12 +162,11 @@ void VcpuDiagnostics::serve(std::stop_token stop, std::chrono::seconds watchdog)
         if (stop_.consume() > 0) return;
         if (dump_requests_.consume() > 0)
             dump("SIGUSR2", spdlog::level::warn, std::chrono::seconds(1));
-        if (watchdog.count() > 0) check_watchdog(watchdog);
+        if (watchdog.count() > 0) check_watchdog(watchdog, steady_clock::now());
     }
 }
 
-void VcpuDiagnostics::check_watchdog(std::chrono::seconds limit) {
-    const auto now = steady_clock::now();
+void VcpuDiagnostics::check_watchdog(std::chrono::seconds limit, SteadyTime now) {
     std::string stuck;
     for (unsigned i = 0; i < probes_.size(); ++i)
         if (auto since = probes_[i]->unanswered_since(); since && now - *since >= limit)

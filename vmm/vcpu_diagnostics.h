@@ -93,6 +93,10 @@ class VcpuDiagnostics {
     // Kicks every vCPU, waits up to `patience` for their states and logs the dump.
     void dump(const std::string& why, spdlog::level::level_enum level,
               std::chrono::milliseconds patience);
+    // One round of the watchdog at time `now` (its thread calls it every `limit` / 2; tests
+    // drive the clock): dumps once when a vCPU has not answered a kick for `limit`, says so
+    // when every vCPU answers again, and kicks every vCPU that has no kick pending.
+    void check_watchdog(std::chrono::seconds limit, SteadyTime now);
 
   private:
     struct Device {
@@ -101,7 +105,6 @@ class VcpuDiagnostics {
     };
 
     void serve(std::stop_token stop, std::chrono::seconds watchdog);
-    void check_watchdog(std::chrono::seconds limit);
     std::string device_line(SteadyTime now) const;
 
     std::vector<std::unique_ptr<VcpuProbe>> probes_;
