@@ -39,6 +39,7 @@ def bad_lines(tmp):
     (t / "old.log").write_text("the last run's console\n")
     (t / "disk.img").write_bytes(bytes(1 << 20))
     (t / "api.txt").write_text("not a socket\n")
+    (t / "old-report.json").write_text('{"the last run": "report"}\n')
     k = ["--kernel", kernel()]
     return [
         # files
@@ -63,6 +64,11 @@ def bad_lines(tmp):
         (k + ["--api-socket", f"{tmp}/api.txt"], "--api-socket"),
         (k + ["--api-socket", f"{tmp}/api.sock", "--memory", "12Q"], "--memory"),
         (k + ["--report", f"{tmp}/no/such/dir/report.json"], "--report"),
+        (k + ["--report", tmp], "--report"),
+        # a report is written only for a command line that was accepted: neither made nor emptied here
+        (k + ["--report", f"{tmp}/new-report.json", "--cpus", "0"], "--cpus"),
+        (k + ["--report", f"{tmp}/old-report.json", "--memory", "12Q"], "--memory"),
+        (["--report", f"{tmp}/old-report.json", "--kernel", f"{tmp}/notes.txt"], "--kernel"),
         # sizes
         (k + ["--memory", "12Q"], "--memory"),
         (k + ["--memory", "64T"], "--memory"),
