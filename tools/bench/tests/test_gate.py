@@ -1,6 +1,7 @@
 """The regression gate (results.gate, stats.py): it catches a 10% slowdown on a quiet machine and a 200 ms
 sleep before the first KVM_RUN in the noise our test host really has, and two identical builds never fail,
-neither on quiet data nor over 20 simulated runs drawn from recorded rounds (tests/data/noise-*.json)."""
+neither on quiet data nor over 20 simulated runs drawn from recorded rounds (tests/data/noise-*.json). Against a
+--baseline run, QEMU's time in each round cancels a slower or drifting test host."""
 
 import random
 import sys
@@ -21,13 +22,14 @@ PHASES = {"setup_s": 3.0, "kernel_s": 25.0, "disks_s": 4.0, "shutdown_s": 1.2, "
           "r_devices_s": 0.06, "r_load_s": 1.3, "r_start_s": 0.02}
 
 
-def quiet_run(rounds, rng, slowdown=1.0, spread=0.02, drift=(0.8, 1.25)):
+def quiet_run(rounds, rng, slowdown=1.0, spread=0.02, drift=(0.8, 1.25), factors=None):
     """A/B rounds where the machine's speed drifts between rounds (both builds alike: `drift`) and each boot has
-    `spread` lognormal jitter; build B is `slowdown` times slower in every phase."""
+    `spread` lognormal jitter; build B is `slowdown` times slower in every phase. factors = {variant: factor}:
+    these variants instead, each that many times slower."""
     records = []
     for rep in range(1, rounds + 1):
         speed = rng.uniform(*drift)
-        for variant, factor in (("mvmm-a", 1.0), ("mvmm-b", slowdown)):
+        for variant, factor in (factors or {"mvmm-a": 1.0, "mvmm-b": slowdown}).items():
             r = {"config": "1 disk", "rep": rep, "phase": "r", "variant": variant, "problems": []}
             r.update({k: v * speed * factor * rng.lognormvariate(0, spread) for k, v in PHASES.items()})
             r["total_s"] = r["setup_s"] + r["kernel_s"] + r["disks_s"] + r["shutdown_s"]
@@ -68,6 +70,46 @@ class QuietMachine(unittest.TestCase):
         baseline, slower, same = one_build(), one_build(1.10), one_build()
         self.assertEqual(regressions(results.gate(slower, THRESHOLD, baseline)), sorted(results.GATED))
         self.assertEqual(regressions(results.gate(same, THRESHOLD, baseline)), [])
+
+
+def with_qemu(rng, mvmm=1.0, host=1.0, drift=(0.5, 2.0)):
+    """mvmm and QEMU rounds on a test host `host` times slower, drifting by up to 4x between rounds; mvmm `mvmm`
+    times slower."""
+    return quiet_run(5, rng, spread=0.01, drift=drift, factors={"mvmm": host * mvmm, "qemu": host})
+
+
+class BaselineNormalization(unittest.TestCase):
+    """--baseline: each mvmm variant against an earlier run, divided by QEMU's total time in the same round when
+    both runs have QEMU, so that a test host that is slower as a whole, or drifts from round to round, cancels."""
+
+    def test_by_qemu_total_time_in_the_same_round(self):
+        records = with_qemu(random.Random(5))
+        mvmm = [r for r in records if r["variant"] == "mvmm"]
+        qemu = [r for r in records if r["variant"] == "qemu"]
+        self.assertEqual(results.normalized(records, "mvmm", "1 disk", "setup_s"),
+                         [m["setup_s"] / q["total_s"] for m, q in zip(mvmm, qemu)])
+        self.assertEqual(results.normalized(records, "mvmm", "1 disk", "setup_s", by=None),
+                         [m["setup_s"] for m in mvmm])
+
+    def test_a_slower_test_host_cancels(self):
+        rng, steady = random.Random(6), (0.98, 1.02)
+        baseline = with_qemu(rng, drift=steady)
+        gate = results.gate(with_qemu(rng, host=2.0, drift=steady), THRESHOLD, baseline)
+        self.assertEqual(regressions(gate), [])
+        self.assertEqual({c["normalized_by"] for c in gate["comparisons"]}, {"qemu"})
+        self.assertEqual(len(gate["comparisons"]), len(results.GATED))
+        # Without QEMU in one of the runs, absolute times are compared: the slower host is all that shows.
+        without_qemu = [r for r in baseline if r["variant"] != "qemu"]
+        gate = results.gate(with_qemu(rng, host=2.0, drift=steady), THRESHOLD, without_qemu)
+        self.assertEqual({c["normalized_by"] for c in gate["comparisons"]}, {None})
+        self.assertEqual(regressions(gate), sorted(results.GATED))
+
+    def test_a_slower_build_is_caught_through_the_drift(self):
+        rng = random.Random(7)
+        baseline = with_qemu(rng)
+        self.assertEqual(regressions(results.gate(with_qemu(rng, mvmm=1.10, host=1.5), THRESHOLD, baseline)),
+                         sorted(results.GATED))
+        self.assertEqual(regressions(results.gate(with_qemu(rng, host=1.5), THRESHOLD, baseline)), [])
 
 
 class RecordedNoise(unittest.TestCase):
