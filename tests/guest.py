@@ -124,9 +124,9 @@ KILLED = 128 + 9  # exit code of a run that busybox timeout -s KILL ended
 # The test host's kernel writes a block device's dirty page cache back when its last opener closes it, and when
 # its flusher thread runs: either would put a write that mvmm never fdatasync'ed into the outer image file. So
 # each disk is held open by a process that outlives the scenario (deaf to the SIGHUP of its end), and the flusher
-# sleeps for a day: it is woken that long after a device's first dirty page (with 0, "no periodic writeback", it
-# is woken at once, and a device that never wrote before has no share of the background threshold, so it writes
-# the page back then). The test host powers off without a sync (hostvm/init): what mvmm did not flush is lost.
+# sleeps for a day: it is woken that long after a device's first dirty page (with 0, meant as "no periodic
+# writeback", it is woken at once, and it wrote mvmm's unflushed pages back: seen here). The test host powers off
+# without a sync (hostvm/init): what mvmm did not flush is lost.
 FLUSHED_ONLY = ["echo 8640000 > /proc/sys/vm/dirty_writeback_centisecs",
                 "echo 8640000 > /proc/sys/vm/dirty_expire_centisecs"]
 HOLD_OPEN = "(trap '' HUP; exec sleep 1000000) <{} &"
