@@ -57,12 +57,12 @@ def simulated(rounds, reps, rng):
     - in each round, the labels A and B swapped with probability 1/2.
     Under identical builds which boot of a round is called A is arbitrary, so each of these runs is as likely as
     the recorded one: any set of recorded rounds is a run that could have happened (rounds differ by the test
-    host's drift, which the pairing cancels), and the swaps change every round's ratio r into r or 1/r, so the
-    runs' point estimates differ as those of real runs do (a permutation of whole rounds would change nothing:
-    the geometric mean does not depend on the order). Runs share rounds, so they are not independent: the share
-    of them that fail estimates the gate's false-alarm rate with `reps` rounds, without the spread of truly
-    independent runs. Not drawn WITH replacement: a run repeating a round looks steadier than it is (Student's t
-    counts the copies as independent rounds), so identical builds would fail more often than in any real run."""
+    host's drift, which the pairing cancels), and a swap turns a round's ratio r into 1/r, so the runs' point
+    estimates differ as those of real runs do. (The same boots in another order or pairing would not: a geometric
+    mean depends on neither.) Runs share rounds, so they are not independent: the share of them that fail
+    estimates the gate's false-alarm rate with `reps` rounds, without the spread of truly independent runs. Not
+    drawn WITH replacement: a run repeating a round looks steadier than it is (Student's t counts the copies as
+    independent rounds), so identical builds would fail more often than in any real run."""
     chosen = rng.sample(rounds, reps)
     records = []
     for rep, r in enumerate(chosen, 1):
