@@ -4,14 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 
 namespace mvmm::devices::virtio {
 namespace {
@@ -36,6 +36,57 @@ std::span<Part> parts_in(const SlotPool::Slot& slot) {
     return {reinterpret_cast<Part*>(room.data()), room.size() / sizeof(Part)};
 }
 
+// Room for the one operation a worker has queued at any time (a posted resume or the wait for
+// its kick), so scheduling a batch takes nothing from the heap: Asio's own per-thread cache of
+// operation memory misses whenever I/O threads trade a queue's work.
+class HandlerMemory {
+  public:
+    void* allocate(size_t size) {
+        if (size <= sizeof storage_ && !in_use_.exchange(true)) return storage_;
+        return ::operator new(size);  // larger than Asio's operations are, or a second one
+    }
+    void deallocate(void* pointer) noexcept {
+        if (pointer == storage_)
+            in_use_.store(false);
+        else
+            ::operator delete(pointer);
+    }
+
+  private:
+    alignas(std::max_align_t) std::byte storage_[256];
+    std::atomic<bool> in_use_{false};
+};
+
+template <class T>
+struct HandlerAllocator {
+    using value_type = T;
+    explicit HandlerAllocator(HandlerMemory& m) noexcept : memory(&m) {}
+    template <class U>
+    HandlerAllocator(const HandlerAllocator<U>& other) noexcept : memory(other.memory) {}
+    T* allocate(size_t n) { return static_cast<T*>(memory->allocate(n * sizeof(T))); }
+    void deallocate(T* pointer, size_t) noexcept { memory->deallocate(pointer); }
+    template <class U>
+    bool operator==(const HandlerAllocator<U>& other) const noexcept {
+        return memory == other.memory;
+    }
+
+    HandlerMemory* memory;
+};
+
+// A handler whose operation Asio allocates from its HandlerMemory (the associated allocator).
+template <class Function>
+struct InMemory {
+    using allocator_type = HandlerAllocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator; }
+    template <class... Args>
+    void operator()(Args&&... args) {
+        function(std::forward<Args>(args)...);
+    }
+
+    Function function;
+    allocator_type allocator;
+};
+
 }  // namespace
 
 void QueueCounters::record_used(uint16_t queue) noexcept {
@@ -53,7 +104,9 @@ std::optional<LastUsed> QueueCounters::last_used() const noexcept {
 }
 
 // One queue's life between start() and stop(): wait for a kick on the io_context, drain the
-// ring in batches, hand each chain to the handler, notify.  Handlers hold a shared_ptr, so
+// ring in batches, hand each chain to the handler, notify.  A worker has one Asio handler
+// queued at a time (a resume or a kick wait, each queueing the next), so one queue runs on
+// one thread at a time; mutex_ is only contended by stop().  Handlers hold a shared_ptr, so
 // the worker outlives a handler still queued after stop(); such a handler sees stopped_ and
 // touches nothing else.
 class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
@@ -76,6 +129,11 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
   private:
     enum class Drained { Idle, More, Stopping };
 
+    template <class Function>
+    InMemory<Function> in_memory(Function function) {
+        return {std::move(function), HandlerAllocator<void>(handler_memory_)};
+    }
+    void post_resume();
     void resume();
     void on_kick(const boost::system::error_code& error);
     void run_batch();  // requires mutex_, !stopped_
@@ -93,7 +151,8 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     QueueCounters& counters_;
     SlotPool slots_;                     // one per request in flight, the queue size of them
     std::vector<SlotPool::Slot> batch_;  // taken off the ring, not handled yet
-    boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+    boost::asio::io_context& io_;
+    HandlerMemory handler_memory_;                // for the one handler queued at a time
     boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
     std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
     bool stopped_ = false;
@@ -108,7 +167,7 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
       slots_(request_slot_size(queue_.size()), queue_.size(), wiring.request_alloc),
-      strand_(boost::asio::make_strand(io)),
+      io_(io),
       kick_(io) {
     const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
                                                   "dup of a queue kick eventfd"));
@@ -123,7 +182,11 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
 
 void QueueWorkers::Worker::start() {
     // Drain once first: a driver may have queued buffers before DRIVER_OK.
-    boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+    post_resume();
+}
+
+void QueueWorkers::Worker::post_resume() {
+    boost::asio::post(io_, in_memory([self = shared_from_this()] { self->resume(); }));
 }
 
 void QueueWorkers::Worker::stop() {
@@ -156,7 +219,7 @@ void QueueWorkers::Worker::run_batch() {
         if (queue_.should_notify()) interrupt_.notify_queue(index_);
         if (*drained == Drained::Stopping) return;
         if (*drained == Drained::More)
-            boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+            post_resume();
         else
             wait_for_kick();
     } catch (const std::exception& e) {
@@ -213,10 +276,9 @@ bool QueueWorkers::Worker::handle_taken() {
 
 void QueueWorkers::Worker::wait_for_kick() {
     kick_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     boost::asio::bind_executor(
-                         strand_, [self = shared_from_this()](const boost::system::error_code& e) {
-                             self->on_kick(e);
-                         }));
+                     in_memory([self = shared_from_this()](const boost::system::error_code& e) {
+                         self->on_kick(e);
+                     }));
 }
 
 void QueueWorkers::Worker::fail(std::string_view why) {

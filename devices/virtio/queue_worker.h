@@ -1,8 +1,8 @@
 // Queue processing shared by the virtio devices (blk, scsi).  Each ready queue gets a worker
 // between activate() and reset(): it waits for its kick eventfd on the Boost.Asio io_context
-// the VMM runs on its I/O threads, drains the ring in batches on a strand of its own (one
-// queue on one thread at a time, so queue state needs no lock), hands every chain to the
-// device's RequestHandler and interrupts the driver.  Data flows one way: the worker is given
+// the VMM runs on its I/O threads, drains the ring in batches (one queue on one thread at a
+// time: a worker has one handler queued at a time), hands every chain to the device's
+// RequestHandler and interrupts the driver.  Data flows one way: the worker is given
 // its queue, handler, interrupt and counters, and never calls back into the device.
 // Every request in flight lives in a slot of its queue's SlotPool (mem/slot_pool.h), so the
 // request path allocates nothing (see README.md, "Requests in flight").
