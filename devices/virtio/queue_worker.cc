@@ -89,20 +89,6 @@ struct InMemory {
 
 }  // namespace
 
-void QueueCounters::record_used(uint16_t queue) noexcept {
-    using namespace std::chrono;
-    const auto us = duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-    last_used_.store(static_cast<uint64_t>(us) << 16 | queue, std::memory_order_relaxed);
-}
-
-std::optional<LastUsed> QueueCounters::last_used() const noexcept {
-    using namespace std::chrono;
-    const uint64_t word = last_used_.load(std::memory_order_relaxed);
-    if (word == 0) return std::nullopt;
-    return LastUsed{static_cast<uint16_t>(word & 0xffff),
-                    steady_clock::time_point(microseconds(word >> 16))};
-}
-
 // One queue's life between start() and stop(): wait for a kick on the io_context, drain the
 // ring in batches, hand each chain to the handler, notify.  A worker has one Asio handler
 // queued at a time (a resume or a kick wait, each queueing the next), so one queue runs on
@@ -123,6 +109,9 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring);
 
     void start();
+    uint16_t index() const noexcept { return index_; }
+    // Its request pool and heap allocations, for the counters' statistics.
+    std::shared_ptr<const QueueRequests> requests() const { return requests_; }
     // After it returns no handler touches the queue, the request handler or the interrupt.
     void stop();
 
@@ -149,7 +138,8 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     RequestHandler& handler_;
     Interrupt& interrupt_;
     QueueCounters& counters_;
-    SlotPool slots_;                     // one per request in flight, the queue size of them
+    // Its pool has a slot per request in flight, the queue size of them.
+    const std::shared_ptr<QueueRequests> requests_;
     std::vector<SlotPool::Slot> batch_;  // taken off the ring, not handled yet
     boost::asio::io_context& io_;
     HandlerMemory handler_memory_;                // for the one handler queued at a time
@@ -166,7 +156,8 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       handler_(wiring.handler),
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
-      slots_(request_slot_size(queue_.size()), queue_.size(), wiring.request_alloc),
+      requests_(std::make_shared<QueueRequests>(request_slot_size(queue_.size()), queue_.size(),
+                                                wiring.request_alloc)),
       io_(io),
       kick_(io) {
     const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
@@ -177,7 +168,7 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
         ::close(fd);  // assign() did not take it
         throw boost::system::system_error(error, "watching a queue kick eventfd");
     }
-    batch_.reserve(slots_.capacity());
+    batch_.reserve(queue_.size());
 }
 
 void QueueWorkers::Worker::start() {
@@ -198,14 +189,17 @@ void QueueWorkers::Worker::stop() {
 }
 
 void QueueWorkers::Worker::resume() {
+    const CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
     if (!stopped_) run_batch();
 }
 
 void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
+    const CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     if (error) return fail("waiting for kicks failed: " + error.message());
+    counters_.record_notify();
     // Consume the kick before draining, so a kick during the batch wakes us again.
     uint64_t kicks;
     [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
@@ -241,11 +235,12 @@ Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
 }
 
 // Pops chains into slots until the ring is empty (false) or every slot is in flight (true:
-// the rest wait in the ring for the slots to come back).
+// the rest wait in the ring for the slots to come back).  A slot is taken only for a chain
+// the ring holds, so the pool's peak is the most requests in flight.
 Result<bool, RingError> QueueWorkers::Worker::take() {
     batch_.clear();
-    while (!stopping_.load()) {
-        auto slot = slots_.acquire();
+    while (!stopping_.load() && queue_.has_available()) {
+        auto slot = requests_->pool.acquire();
         if (!slot) return true;
         auto popped = queue_.pop(parts_in(*slot));
         if (!popped) return Unexpected{popped.error()};
@@ -304,6 +299,8 @@ QueueWorkers::~QueueWorkers() {
 bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
                          uint16_t max_queue_size, const HandlerFor& handler_for) {
     stop();
+    counters_.record_driver_ok();
+    counters_.publish_queues({});  // the last activation's pools go, whatever this one does
     if (context.queues.size() != num_queues || context.kicks.size() != num_queues) {
         spdlog::error("{}: activated with {} queues and {} kick eventfds, expected {}", name_,
                       context.queues.size(), context.kicks.size(), num_queues);
@@ -333,6 +330,9 @@ bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
         spdlog::error("{}: cannot start the queues: {}", name_, e.what());
         return false;
     }
+    std::vector<std::shared_ptr<const QueueRequests>> requests(num_queues);
+    for (const auto& worker : workers) requests[worker->index()] = worker->requests();
+    counters_.publish_queues(std::move(requests));
     workers_ = std::move(workers);
     for (auto& worker : workers_) worker->start();
     return true;
