@@ -32,10 +32,13 @@ void count_heap_allocations_with(ThreadAllocations count) noexcept {
 CountedAllocations::CountedAllocations(QueueRequests& requests) noexcept
     : requests_(requests),
       count_(installed_counter.load(std::memory_order_relaxed)),
-      start_(count_ ? count_() : 0) {}
+      counted_to_(count_ ? count_() : 0) {}
 
-CountedAllocations::~CountedAllocations() {
-    if (count_) requests_.heap_allocations.fetch_add(count_() - start_, std::memory_order_relaxed);
+void CountedAllocations::update() noexcept {
+    if (!count_) return;
+    const uint64_t now = count_();
+    requests_.heap_allocations.fetch_add(now - std::exchange(counted_to_, now),
+                                         std::memory_order_relaxed);
 }
 
 void QueueCounters::record_used(uint16_t queue) noexcept {

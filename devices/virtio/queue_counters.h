@@ -35,18 +35,21 @@ struct QueueRequests {
 };
 
 // Counts the heap allocations the calling thread makes while it lives into `requests`, when
-// a counter is installed.
+// a counter is installed: at update() (before a chain goes back to the driver, so that what
+// the driver sees done is counted) and when it goes.
 class CountedAllocations {
   public:
     explicit CountedAllocations(QueueRequests& requests) noexcept;
-    ~CountedAllocations();
+    ~CountedAllocations() { update(); }
     CountedAllocations(const CountedAllocations&) = delete;
     CountedAllocations& operator=(const CountedAllocations&) = delete;
+
+    void update() noexcept;
 
   private:
     QueueRequests& requests_;
     const ThreadAllocations count_;
-    const uint64_t start_;
+    uint64_t counted_to_;
 };
 
 // A snapshot of one queue's requests, as its last activation left them.

@@ -125,10 +125,10 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     void post_resume();
     void resume();
     void on_kick(const boost::system::error_code& error);
-    void run_batch();  // requires mutex_, !stopped_
-    Result<Drained, RingError> drain();
+    void run_batch(CountedAllocations& counted);  // requires mutex_, !stopped_
+    Result<Drained, RingError> drain(CountedAllocations& counted);
     Result<bool, RingError> take();
-    bool handle_taken();
+    bool handle_taken(CountedAllocations& counted);
     void wait_for_kick();
     void fail(std::string_view why);  // requires mutex_
 
@@ -189,13 +189,13 @@ void QueueWorkers::Worker::stop() {
 }
 
 void QueueWorkers::Worker::resume() {
-    const CountedAllocations counted(*requests_);
+    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
-    if (!stopped_) run_batch();
+    if (!stopped_) run_batch(counted);
 }
 
 void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
-    const CountedAllocations counted(*requests_);
+    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     if (error) return fail("waiting for kicks failed: " + error.message());
@@ -203,12 +203,12 @@ void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
     // Consume the kick before draining, so a kick during the batch wakes us again.
     uint64_t kicks;
     [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
-    run_batch();
+    run_batch(counted);
 }
 
-void QueueWorkers::Worker::run_batch() {
+void QueueWorkers::Worker::run_batch(CountedAllocations& counted) {
     try {
-        auto drained = drain();
+        auto drained = drain(counted);
         if (!drained) return fail(to_string(drained.error()));
         if (queue_.should_notify()) interrupt_.notify_queue(index_);
         if (*drained == Drained::Stopping) return;
@@ -225,11 +225,12 @@ void QueueWorkers::Worker::run_batch() {
 // One batch: take what the ring holds, as far as slots last, then handle it.  At most a
 // queue's worth of chains per batch, so one busy queue cannot starve the others that share
 // its I/O thread.
-Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
+Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain(
+    CountedAllocations& counted) {
     queue_.disable_notifications();
     auto more = take();
     if (!more) return Unexpected{more.error()};
-    if (!handle_taken()) return Drained::Stopping;
+    if (!handle_taken(counted)) return Drained::Stopping;
     if (*more) return Drained::More;
     return queue_.enable_notifications() ? Drained::More : Drained::Idle;
 }
@@ -253,7 +254,7 @@ Result<bool, RingError> QueueWorkers::Worker::take() {
 
 // Hands the batch to the handler in ring order and returns each chain to the driver; false
 // when stop() came first.  The slots go back either way.
-bool QueueWorkers::Worker::handle_taken() {
+bool QueueWorkers::Worker::handle_taken(CountedAllocations& counted) {
     bool completed = true;
     for (const SlotPool::Slot& slot : batch_) {
         if (stopping_.load()) {
@@ -262,7 +263,9 @@ bool QueueWorkers::Worker::handle_taken() {
         }
         const DescriptorChain& chain = chain_in(slot);
         ++counters_.requests;
-        queue_.push_used(chain.head, handler_.handle(chain));
+        const uint32_t written = handler_.handle(chain);
+        counted.update();  // what the driver sees returned is counted
+        queue_.push_used(chain.head, written);
         counters_.record_used(index_);
     }
     batch_.clear();
