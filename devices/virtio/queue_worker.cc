@@ -37,8 +37,10 @@ std::span<Part> parts_in(const SlotPool::Slot& slot) {
 }
 
 // Room for the one operation a worker has queued at any time (a posted resume or the wait for
-// its kick), so scheduling a batch takes nothing from the heap: Asio's own per-thread cache of
-// operation memory misses whenever I/O threads trade a queue's work.
+// its kick), so scheduling a batch takes nothing from the heap.  Asio's own per-thread cache of
+// operation memory misses now and then when I/O threads trade a queue's work (request-bench
+// --short under load: one allocation in 20 runs without this; a strand's invoker, about one in
+// a thousand requests).
 class HandlerMemory {
   public:
     void* allocate(size_t size) {
