@@ -25,8 +25,8 @@
 
 #include "tools/bench/alloc_counter.h"
 #include "tools/bench/virtio_rig.h"
-#include "vmm/option_parser.h"
-#include "vmm/options.h"
+#include "vmm/cli/option_parser.h"
+#include "vmm/cli/options.h"
 
 #ifdef MVMM_HAVE_CALLGRIND
 #include <valgrind/callgrind.h>
