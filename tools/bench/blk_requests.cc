@@ -42,26 +42,28 @@ std::vector<Kind> mixed_kinds(uint64_t image_bytes) {
     const uint64_t scratch = (image_bytes - kScratchBytes) / kSector;
     const uint32_t unmap = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
     return {
-        {"read", VIRTIO_BLK_T_IN, 4096},
-        {"write", VIRTIO_BLK_T_OUT, 4096},
-        {"flush", VIRTIO_BLK_T_FLUSH},
-        {"get-id", VIRTIO_BLK_T_GET_ID, 0, VIRTIO_BLK_ID_BYTES},
-        {"discard",
-         VIRTIO_BLK_T_DISCARD,
-         0,
-         0,
-         {{scratch, 8, 0}, {scratch + 64, 16, 0}, {0, 0, 0}}},
-        {"write-zeroes with unmap", VIRTIO_BLK_T_WRITE_ZEROES, 0, 0, {{scratch + 8, 8, unmap}}},
+        {.name = "read", .type = VIRTIO_BLK_T_IN, .transfer = kPage},
+        {.name = "write", .type = VIRTIO_BLK_T_OUT, .transfer = kPage},
+        {.name = "flush", .type = VIRTIO_BLK_T_FLUSH},
+        {.name = "get-id", .type = VIRTIO_BLK_T_GET_ID, .data_in = VIRTIO_BLK_ID_BYTES},
+        {.name = "discard",
+         .type = VIRTIO_BLK_T_DISCARD,
+         .segments = {{scratch, 8, 0}, {scratch + 64, 16, 0}, {0, 0, 0}}},
+        {.name = "write-zeroes with unmap",
+         .type = VIRTIO_BLK_T_WRITE_ZEROES,
+         .segments = {{scratch + 8, 8, unmap}}},
         // tmpfs has no FALLOC_FL_ZERO_RANGE: the device writes these zeroes itself.
-        {"write-zeroes", VIRTIO_BLK_T_WRITE_ZEROES, 0, 0, {{scratch + 512, 256, 0}}},
-        {"read past the end",
-         VIRTIO_BLK_T_IN,
-         0,
-         512,
-         {},
-         VIRTIO_BLK_S_IOERR,
-         image_bytes / kSector},
-        {"secure erase (not offered)", VIRTIO_BLK_T_SECURE_ERASE, 0, 0, {}, VIRTIO_BLK_S_UNSUPP},
+        {.name = "write-zeroes",
+         .type = VIRTIO_BLK_T_WRITE_ZEROES,
+         .segments = {{scratch + 512, 256, 0}}},
+        {.name = "read past the end",
+         .type = VIRTIO_BLK_T_IN,
+         .data_in = 512,
+         .status = VIRTIO_BLK_S_IOERR,
+         .sector = image_bytes / kSector},
+        {.name = "secure erase (not offered)",
+         .type = VIRTIO_BLK_T_SECURE_ERASE,
+         .status = VIRTIO_BLK_S_UNSUPP},
     };
 }
 
@@ -71,8 +73,10 @@ class BlkRequests final : public DriverRequests {
         : workload_(workload),
           kinds_(workload == Workload::mixed
                      ? mixed_kinds(image_bytes)
-                     : std::vector<Kind>{{"read", VIRTIO_BLK_T_IN,
-                                          workload == Workload::rand4k ? kPage : 16 * kPage}}) {}
+                     : std::vector<Kind>{
+                           {.name = "read",
+                            .type = VIRTIO_BLK_T_IN,
+                            .transfer = workload == Workload::rand4k ? kPage : 16 * kPage}}) {}
 
     Device device(const std::string& image, SlotSource request_alloc, uint16_t request_queues,
                   boost::asio::io_context& io) const override {
