@@ -1,4 +1,4 @@
-#include "tools/bench/blk_rig.h"
+#include "tools/bench/virtio_rig.h"
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -12,8 +12,9 @@
 #include <random>
 #include <stdexcept>
 
-#include "devices/virtio/blk/device.h"
 #include "devices/virtio/pci/function.h"
+#include "devices/virtio/queue_size.h"
+#include "tools/bench/alloc_counter.h"
 
 namespace mvmm::bench {
 namespace {
@@ -21,14 +22,12 @@ namespace {
 namespace vt = devices::virtio::testing;
 using devices::virtio::QueueConfig;
 
-constexpr uint64_t kPage = 4096;
-constexpr uint16_t kRingSize = devices::virtio::kDefaultQueueSize;  // the rig disk's maximum
-constexpr uint32_t kBlkIn = 0;
-constexpr uint8_t kStatusPending = 0xff;
+constexpr uint16_t kRingSize = devices::virtio::kDefaultQueueSize;  // the rig device's maximum
 constexpr GuestAddr kBar(0xc000'0000);
 
-uint64_t request_bytes(Workload workload) {
-    return workload == Workload::rand4k ? 4 * 1024 : 64 * 1024;
+// Where reads and writes go: the image but its scratch MiB.
+uint64_t pattern_bytes(const VirtioRig::Config& config) {
+    return config.image.size() - kScratchBytes;
 }
 
 // virtio 1.2, 2.7.10: should the driver kick, having moved avail idx from `old_idx` to
@@ -60,11 +59,8 @@ void wait_for(const EventFd& fd, uint16_t queue) {
 
 }  // namespace
 
-uint64_t pattern_word(uint64_t offset) {
-    return (offset / 8) * 0x9e37'79b9'7f4a'7c15ull ^ 0x6d76'6d6d;
-}
-
 PatternImage::PatternImage(const std::string& dir, uint64_t size) : size_(size) {
+    if (size < 2 * kScratchBytes) throw std::invalid_argument("a pattern image needs 2 MiB");
     path_ = dir + "/mvmm-request-bench-XXXXXX";
     Fd fd(::mkstemp(path_.data()));
     if (!fd.valid()) throw_errno("creating an image in " + dir);
@@ -79,10 +75,6 @@ PatternImage::PatternImage(const std::string& dir, uint64_t size) : size_(size) 
 
 PatternImage::~PatternImage() {
     ::unlink(path_.c_str());
-}
-
-const char* to_string(Workload workload) {
-    return workload == Workload::rand4k ? "rand4k" : "seq64k";
 }
 
 std::unique_ptr<devices::MsiVector> EventFdPlatform::allocate_msi_vector() {
@@ -103,21 +95,22 @@ int EventFdPlatform::ioeventfd(GuestAddr addr) const {
     return -1;
 }
 
-// One queue's driver: `depth` request slots, each an indirect table (header, the data pages,
-// status) written once; a request rewrites the header's sector and the status byte only.
-class BlkRig::QueueLoad {
+// One queue's driver: `depth` request slots, each an indirect table written once; a request
+// rewrites what its position changes and the status only.
+class VirtioRig::QueueLoad {
   public:
-    QueueLoad(vt::TestGuest& guest, const BlkRig::Config& config, uint16_t index)
+    QueueLoad(vt::TestGuest& guest, const VirtioRig::Config& config, const DriverRequests& requests,
+              uint16_t queue, uint16_t load_index)
         : guest_(guest),
           config_(config),
-          index_(index),
+          requests_(requests),
+          queue_(queue),
           ring_(guest, kRingSize),
-          random_(index + 1) {
-        const uint64_t bytes = request_bytes(config.workload);
-        const uint64_t region = config.image.size() / config.queues;
-        region_start_ = sequential_ = index * region;
-        region_end_ = region_start_ + region / bytes * bytes;
-        for (uint16_t s = 0; s < config.depth; ++s) add_slot(s, bytes);
+          random_(load_index + 1) {
+        const uint64_t region = pattern_bytes(config) / config.queues;
+        region_start_ = sequential_ = load_index % config.queues * region;
+        region_end_ = region_start_ + region;
+        for (uint16_t s = 0; s < config.depth; ++s) add_slot(s);
     }
 
     QueueConfig config() const { return ring_.config(); }
@@ -143,7 +136,7 @@ class BlkRig::QueueLoad {
                 std::atomic_thread_fence(std::memory_order_seq_cst);
                 used = ring_.used_idx();
                 if (used == last_used_) {
-                    wait_for(irq, index_);
+                    wait_for(irq, queue_);
                     ++result.interrupts;
                     continue;
                 }
@@ -151,7 +144,9 @@ class BlkRig::QueueLoad {
             const uint16_t old_avail = avail_;
             for (; last_used_ != used; ++last_used_, ++result.requests) {
                 const uint32_t slot = ring_.used(last_used_).id;
-                check(slot);
+                if (slot >= slots_.size())
+                    throw std::runtime_error("used ring names an unknown request");
+                requests_.check(guest_, slots_[slot], config_.verify_every_word);
                 if (submitted < count) {
                     submit(static_cast<uint16_t>(slot));
                     ++submitted;
@@ -163,20 +158,11 @@ class BlkRig::QueueLoad {
     }
 
   private:
-    struct Slot {
-        GuestAddr header, data, status;
-        uint64_t offset = 0;
-    };
-
-    void add_slot(uint16_t s, uint64_t bytes) {
-        Slot slot{guest_.alloc(16), guest_.alloc(bytes, kPage), guest_.alloc(1), 0};
-        const uint32_t header[2] = {kBlkIn, 0};
-        guest_.write(slot.header, std::span(reinterpret_cast<const uint8_t*>(header), 8));
-        std::vector<vt::Desc> table{{slot.header.value(), 16, vt::kDescNext, 1}};
-        for (uint64_t page = 0; page < bytes / kPage; ++page)
-            table.push_back({(slot.data + page * kPage).value(), uint32_t(kPage),
-                             vt::kDescWrite | vt::kDescNext, uint16_t(table.size() + 1)});
-        table.push_back({slot.status.value(), 1, vt::kDescWrite, 0});
+    void add_slot(uint16_t s) {
+        RequestSlot slot;
+        slot.queue = queue_;
+        slot.kind = s % requests_.kinds(queue_);
+        const std::vector<vt::Desc> table = requests_.lay_out(guest_, slot);
         const GuestAddr at = guest_.alloc(16 * table.size(), 16);
         guest_.write(at,
                      std::span(reinterpret_cast<const uint8_t*>(table.data()), 16 * table.size()));
@@ -184,50 +170,31 @@ class BlkRig::QueueLoad {
         slots_.push_back(slot);
     }
 
-    uint64_t next_offset() {
-        const uint64_t bytes = request_bytes(config_.workload);
-        if (config_.workload == Workload::rand4k)
-            return random_() % (config_.image.size() / bytes) * bytes;
+    // Where the next transfer of `bytes` goes: anywhere before the scratch area (rand4k, mixed),
+    // or one after another through this queue's part of it (seq64k).
+    uint64_t next_offset(uint64_t bytes) {
+        if (config_.workload != Workload::seq64k)
+            return random_() % (pattern_bytes(config_) / bytes) * bytes;
+        if (sequential_ + bytes > region_end_) sequential_ = region_start_;
         const uint64_t offset = sequential_;
         sequential_ += bytes;
-        if (sequential_ == region_end_) sequential_ = region_start_;
         return offset;
     }
 
     void submit(uint16_t s) {
-        Slot& slot = slots_[s];
-        slot.offset = next_offset();
-        const uint64_t sector = slot.offset / 512;
-        guest_.write(slot.header + 8, std::span(reinterpret_cast<const uint8_t*>(&sector), 8));
-        guest_.write(slot.status, std::span(&kStatusPending, 1));
+        RequestSlot& slot = slots_[s];
+        if (slot.transfer_bytes) slot.offset = next_offset(slot.transfer_bytes);
+        requests_.prepare(guest_, slot);
         ring_.publish(s);
         ++avail_;
     }
 
-    void check(uint32_t s) const {
-        if (s >= slots_.size()) throw std::runtime_error("used ring names an unknown request");
-        const Slot& slot = slots_[s];
-        // Word by word, no buffer: the driver side allocates nothing per request either, so
-        // the count of allocations is the device's.
-        const uint8_t status = guest_.memory().read<uint8_t>(slot.status).value();
-        if (status != 0)
-            throw std::runtime_error("a read completed with status " + std::to_string(status));
-        const uint64_t bytes = request_bytes(config_.workload);
-        const auto data = guest_.memory().slice(slot.data, bytes).value();
-        const uint64_t step = config_.verify_every_word ? 8 : kPage;
-        for (uint64_t at = 0; at < bytes; at += step) {
-            if (data.read_obj<uint64_t>(at).value() != pattern_word(slot.offset + at))
-                throw std::runtime_error("queue " + std::to_string(index_) +
-                                         " read a wrong byte at image offset " +
-                                         std::to_string(slot.offset + at));
-        }
-    }
-
     vt::TestGuest& guest_;
-    const BlkRig::Config& config_;
-    const uint16_t index_;
+    const VirtioRig::Config& config_;
+    const DriverRequests& requests_;
+    const uint16_t queue_;
     vt::TestDriver ring_;
-    std::vector<Slot> slots_;  // slot s is descriptor s, the head of its request
+    std::vector<RequestSlot> slots_;  // slot s is descriptor s, the head of its request
     std::minstd_rand random_;
     uint64_t region_start_ = 0, region_end_ = 0, sequential_ = 0;  // this queue's stream
     uint16_t avail_ = 0, last_used_ = 0;
@@ -236,23 +203,35 @@ class BlkRig::QueueLoad {
 namespace {
 
 // Guest RAM for the rings and every slot's buffers, with room to spare.
-uint64_t guest_ram(const BlkRig::Config& config) {
-    const uint64_t per_slot = request_bytes(config.workload) + 2 * kPage;
-    return (1ull << 20) + uint64_t{config.queues} * (64 * 1024 + config.depth * per_slot);
+uint64_t guest_ram(const VirtioRig::Config& config) {
+    constexpr uint64_t kPage = 4096;
+    const uint64_t transfer = config.workload == Workload::seq64k ? 64 * 1024 : 4 * 1024;
+    const uint64_t per_slot = transfer + 3 * kPage;
+    return (1ull << 20) + (config.queues + 2ull) * (64 * 1024 + config.depth * per_slot);
+}
+
+std::unique_ptr<const DriverRequests> requests_for(const VirtioRig::Config& config) {
+    const uint64_t size = config.image.size();
+    return config.device == DeviceKind::blk ? blk_requests(config.workload, size)
+                                            : scsi_requests(config.workload, size);
 }
 
 }  // namespace
 
-BlkRig::BlkRig(const Config& config) : config_(config), guest_(guest_ram(config)) {
-    for (uint16_t q = 0; q < config.queues; ++q)
-        queues_.push_back(std::make_unique<QueueLoad>(guest_, config_, q));
-    devices::virtio::blk::DiskConfig disk;
-    disk.path = config.image.path();
-    disk.read_only = true;
-    disk.queues = config.queues;
-    disk.request_alloc = config.request_alloc;
+VirtioRig::VirtioRig(const Config& config)
+    : config_(config), requests_(requests_for(config)), guest_(guest_ram(config)) {
+    const uint16_t device_queues = requests_->device_queues(config.queues);
+    queues_.resize(device_queues);
+    const auto loaded = requests_->loaded_queues(config.queues);
+    for (size_t i = 0; i < loaded.size(); ++i)
+        queues_.at(loaded[i]) =
+            std::make_unique<QueueLoad>(guest_, config_, *requests_, loaded[i], uint16_t(i));
+    for (uint16_t q = 0; q < device_queues; ++q)
+        if (!queues_[q]) idle_rings_.push_back(std::make_unique<vt::TestDriver>(guest_, kRingSize));
+    auto device = requests_->device(config.image.path(), config.request_alloc, config.queues, io_);
+    counters_ = device.counters;
     auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
-        std::make_unique<devices::virtio::blk::BlkDevice>(disk, io_), platform_, guest_.memory());
+        std::move(device.device), platform_, guest_.memory());
     const auto at = harness_.bridge.attach(std::move(function), devices::pci::RootBusSlot{});
     driver_ = std::make_unique<devices::virtio::pci::testing::PciDriver>(
         harness_, devices::testing::PciAddr{0, at.device, at.function});
@@ -260,49 +239,65 @@ BlkRig::BlkRig(const Config& config) : config_(config), guest_(guest_ram(config)
     start_io_threads();
 }
 
-// What virtio_pci_modern's probe and virtio_blk's init_vq do.
-void BlkRig::initialize() {
+// What virtio_pci_modern's probe and the device driver's queue set-up do: every queue, with a
+// vector each.
+void VirtioRig::initialize() {
     using devices::virtio::pci::CommonConfig;
+    using devices::virtio::pci::VirtioPciFunction;
+    const auto queues = static_cast<uint16_t>(queues_.size());
     driver_->assign_bar(kBar.value());
-    driver_->enable_msix(uint16_t(config_.queues + 1));
+    driver_->enable_msix(uint16_t(queues + 1));
     driver_->negotiate(driver_->device_features());
     driver_->set_common<uint16_t>(offsetof(CommonConfig, config_msix_vector), 0);
-    for (uint16_t q = 0; q < config_.queues; ++q) {
-        driver_->setup_queue(q, queues_[q]->config(), uint16_t(q + 1));
+    auto idle = idle_rings_.begin();
+    for (uint16_t q = 0; q < queues; ++q) {
+        const QueueConfig ring = queues_[q] ? queues_[q]->config() : (*idle++)->config();
+        driver_->setup_queue(q, ring, uint16_t(q + 1));
         const auto notify_off = driver_->common<uint16_t>(offsetof(CommonConfig, queue_notify_off));
-        notify_.push_back(kBar + devices::virtio::pci::VirtioPciFunction::kNotifyOffset +
-                          uint64_t{notify_off} *
-                              devices::virtio::pci::VirtioPciFunction::kNotifyMultiplier);
+        notify_.push_back(kBar + VirtioPciFunction::kNotifyOffset +
+                          uint64_t{notify_off} * VirtioPciFunction::kNotifyMultiplier);
     }
     driver_->set_status(devices::virtio::pci::testing::PciDriver::kDriverOkStatus);
     if (driver_->status() != devices::virtio::pci::testing::PciDriver::kDriverOkStatus)
-        throw std::runtime_error("the disk refused DRIVER_OK");
+        throw std::runtime_error("the device refused DRIVER_OK");
 }
 
-void BlkRig::start_io_threads() {
-    std::vector<std::promise<pid_t>> started(config_.io_threads);
+void VirtioRig::start_io_threads() {
+    std::vector<std::promise<std::pair<pid_t, const std::atomic<uint64_t>*>>> started(
+        config_.io_threads);
     for (auto& promise : started) {
         io_threads_.emplace_back([this, &promise] {
-            promise.set_value(static_cast<pid_t>(::syscall(SYS_gettid)));
+            promise.set_value(
+                {static_cast<pid_t>(::syscall(SYS_gettid)), &this_thread_allocation_counter()});
             io_.run();
         });
     }
-    for (auto& promise : started) io_tids_.push_back(promise.get_future().get());
+    for (auto& promise : started) {
+        const auto [tid, allocations] = promise.get_future().get();
+        io_tids_.push_back(tid);
+        io_allocations_.push_back(allocations);
+    }
 }
 
-BlkRig::~BlkRig() {
+VirtioRig::~VirtioRig() {
     driver_->set_status(0);  // the device reset waits for the requests in flight
     work_.reset();
     io_.stop();
     for (auto& thread : io_threads_) thread.join();
 }
 
-std::vector<pid_t> BlkRig::io_thread_ids() const {
+std::vector<pid_t> VirtioRig::io_thread_ids() const {
     return io_tids_;
 }
 
+uint64_t VirtioRig::io_thread_allocations() const {
+    uint64_t total = 0;
+    for (const auto* count : io_allocations_) total += count->load(std::memory_order_relaxed);
+    return total;
+}
+
 // What a guest's notify write does under KVM: the ioeventfd, else an exit into the device.
-void BlkRig::kick(uint16_t queue) {
+void VirtioRig::kick(uint16_t queue) {
     const int fd = platform_.ioeventfd(notify_[queue]);
     if (fd < 0) {
         harness_.mmio_write<uint16_t>(notify_[queue].value(), queue);
@@ -312,23 +307,25 @@ void BlkRig::kick(uint16_t queue) {
     if (::write(fd, &one, sizeof one) != sizeof one) throw_errno("kick");
 }
 
-LoadResult BlkRig::run(uint64_t per_queue, const std::function<void()>& begin,
-                       const std::function<void()>& end) {
-    std::barrier warm(config_.queues + 1);
-    std::vector<LoadResult> results(config_.queues);
-    std::vector<std::exception_ptr> errors(config_.queues);
+LoadResult VirtioRig::run(uint64_t per_queue, const std::function<void()>& begin,
+                          const std::function<void()>& end) {
+    const auto loaded = requests_->loaded_queues(config_.queues);
+    std::barrier warm(static_cast<ptrdiff_t>(loaded.size() + 1));
+    std::vector<LoadResult> results(loaded.size());
+    std::vector<std::exception_ptr> errors(loaded.size());
     std::vector<std::thread> threads;
-    for (uint16_t q = 0; q < config_.queues; ++q) {
-        threads.emplace_back([&, q] {
+    for (size_t i = 0; i < loaded.size(); ++i) {
+        threads.emplace_back([&, i] {
+            const uint16_t q = loaded[i];
             const auto& irq = platform_.vector(q + 1u);
             auto kick = [this, q] { this->kick(q); };
             try {
                 queues_[q]->run(2ull * config_.depth, kick, irq);
                 warm.arrive_and_wait();  // every queue is warm
                 warm.arrive_and_wait();  // begin() ran
-                results[q] = queues_[q]->run(per_queue, kick, irq);
+                results[i] = queues_[q]->run(per_queue, kick, irq);
             } catch (...) {
-                errors[q] = std::current_exception();
+                errors[i] = std::current_exception();
                 warm.arrive_and_drop();
             }
         });
