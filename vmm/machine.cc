@@ -43,9 +43,16 @@ void Machine::quit() {
 }
 
 ExitFigures Machine::exit_figures() const {
-    return {read_process_figures(),
-            MachineFigures{board_.memory.resident_bytes(), board_.mmio.stats(), board_.pio.stats(),
-                           vcpus_.exits().by_kind(), board_.platform.routing_pushes()}};
+    MachineFigures machine{board_.memory.resident_bytes(),
+                           board_.mmio.stats(),
+                           board_.pio.stats(),
+                           vcpus_.exits().by_kind(),
+                           board_.platform.routing_pushes(),
+                           plan_.config.request_alloc,
+                           {}};
+    for (const auto& disk : board_.disks)
+        machine.devices.push_back({disk.name, disk.counters->statistics()});
+    return {read_process_figures(), std::move(machine)};
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {

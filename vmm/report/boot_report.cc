@@ -12,9 +12,6 @@ namespace mvmm {
 
 namespace {
 
-// Initialized with the program's other statics, before main().
-const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
-
 constexpr const char* kEventNames[] = {"ram_ready",     "devices_ready",     "guest_loaded",
                                        "first_kvm_run", "first_serial_byte", "guest_stopped",
                                        "exit"};
@@ -43,12 +40,6 @@ bool write_all(int fd, std::string_view text) {
 }
 
 }  // namespace
-
-int64_t ns_since_start() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                kProcessStart)
-        .count();
-}
 
 BootReport::BootReport(const std::string& path)
     : file_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)), path_(path) {
@@ -132,7 +123,7 @@ nlohmann::json BootReport::document(int exit_code) {
          {{"unit", "ns"},
           {"origin", "process start"},
           {"origin_monotonic_ns",
-           std::chrono::duration_cast<std::chrono::nanoseconds>(kProcessStart.time_since_epoch())
+           std::chrono::duration_cast<std::chrono::nanoseconds>(process_start().time_since_epoch())
                .count()}}},
         {"timeline", timeline()}};
     doc.update(figures_json(*figures));
@@ -140,6 +131,7 @@ nlohmann::json BootReport::document(int exit_code) {
     doc["marks"] = marks();
     doc["marks_dropped"] = marks_dropped_;
     doc["memory"]["heap_after_disks"] = heap_after_disks_ ? *heap_after_disks_ : nullptr;
+    doc["timeline"]["devices"] = device_timeline_json(*figures);
     return doc;
 }
 

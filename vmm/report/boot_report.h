@@ -16,12 +16,9 @@
 #include "mem/fd.h"
 #include "vmm/report/exit_figures.h"
 #include "vmm/report/guest_marks.h"
+#include "vmm/report/process_clock.h"
 
 namespace mvmm {
-
-// Monotonic ns since this process started (mvmm's static initialization, right after exec and
-// dynamic linking).
-int64_t ns_since_start() noexcept;
 
 enum class BootEvent : size_t {
     RamReady,         // guest RAM mapped (and preallocated when asked)

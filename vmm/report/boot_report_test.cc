@@ -124,6 +124,22 @@ ExitFigures machine_figures() {
     m.pio.by_region = {{"com1", 100}};
     m.exits_by_kind = {{"io", 107}, {"mmio", 40}};
     m.gsi_routing_pushes = 9;
+    m.request_alloc = SlotSource::pool;
+    devices::virtio::DeviceStatistics disk;
+    disk.driver_ok = process_start() + std::chrono::milliseconds(3);
+    disk.queues = {{.queue = 0,
+                    .request_alloc = SlotSource::pool,
+                    .slots = 256,
+                    .peak_slots_in_use = 3,
+                    .pool_resident_bytes = 8192,
+                    .heap_allocations = {}},
+                   {.queue = 1,
+                    .request_alloc = SlotSource::pool,
+                    .slots = 128,
+                    .peak_slots_in_use = 1,
+                    .pool_resident_bytes = 4096,
+                    .heap_allocations = {}}};
+    m.devices = {{"disk 0 (a.img)", disk}, {"scsi c0 (2 LUNs)", {}}};
     ExitFigures f{read_process_figures(), m};
     f.process.status = {.vm_rss_bytes = 80 << 20, .vm_hwm_bytes = 100 << 20};
     return f;
@@ -143,6 +159,29 @@ TEST(BootReport, FiguresFromTheMachine) {
     EXPECT_EQ(doc["address_spaces"]["mmio"]["rebuilds"], 3);
     EXPECT_EQ(doc["address_spaces"]["mmio"]["rebuild_ns"], 5000);
     EXPECT_EQ(doc["gsi_routing_pushes"], 9);
+}
+
+TEST(BootReport, RequestPoolsAndDeviceTimesFromTheMachine) {
+    BootReport report(TempPath("pools"));
+    report.set_figures(machine_figures());
+    const auto doc = report.document(0);
+    const auto& alloc = doc["request_allocation"];
+    EXPECT_EQ(alloc["mode"], "pool");
+    EXPECT_EQ(alloc["slots"], 384);
+    EXPECT_EQ(alloc["peak_slots_in_use"], 4);
+    EXPECT_EQ(alloc["pool_resident_bytes"], 12288);
+    ASSERT_EQ(alloc["devices"].size(), 2u);
+    const auto& queue1 = alloc["devices"][0]["queues"][1];
+    EXPECT_EQ(queue1["queue"], 1);
+    EXPECT_EQ(queue1["slots"], 128);
+    EXPECT_TRUE(queue1["heap_allocations"].is_null());   // mvmm counts none
+    EXPECT_TRUE(alloc["devices"][1]["queues"].empty());  // never activated
+    const auto& devices = doc["timeline"]["devices"];
+    ASSERT_EQ(devices.size(), 2u);
+    EXPECT_EQ(devices[0]["name"], "disk 0 (a.img)");
+    EXPECT_EQ(devices[0]["driver_ok"], 3'000'000);
+    EXPECT_TRUE(devices[0]["first_notify"].is_null());
+    EXPECT_TRUE(devices[1]["driver_ok"].is_null());
 }
 
 TEST(BootReport, ExitStatsLineHasTheSameFigures) {
@@ -168,7 +207,7 @@ TEST(BootReport, DocumentedFieldNamesAreStable) {
     for (const auto& [k, _] : doc["timeline"].items()) events.insert(k);
     EXPECT_EQ(events,
               (std::set<std::string>{"ram_ready", "devices_ready", "guest_loaded", "first_kvm_run",
-                                     "first_serial_byte", "guest_stopped", "exit"}));
+                                     "first_serial_byte", "guest_stopped", "exit", "devices"}));
     for (const char* k :
          {"peak_rss_bytes", "rss_bytes", "guest_resident_bytes", "vmm_peak_rss_bytes",
           "vmm_rss_bytes", "heap_at_exit", "heap_after_disks"})

@@ -6,6 +6,7 @@
 
 #include "vmm/api/memory_commands.h"
 #include "vmm/kvm/kvm.h"
+#include "vmm/report/process_clock.h"
 
 namespace mvmm {
 
@@ -65,6 +66,42 @@ nlohmann::json exits_json(const MachineFigures& m) {
             {"unclaimed", {{"mmio", m.mmio.unclaimed}, {"pio", m.pio.unclaimed}}}};
 }
 
+template <class T>
+nlohmann::json or_null(const std::optional<T>& value) {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::optional<int64_t> since_start(std::optional<std::chrono::steady_clock::time_point> t) {
+    if (!t) return std::nullopt;
+    return ns_since_start(*t);
+}
+
+// Each device's queue pools, and their sums.  Heap allocations are counted only where a
+// program installs an allocation counter (tools/request-bench); mvmm does not: null.
+nlohmann::json request_allocation_json(const MachineFigures& m) {
+    uint64_t slots = 0, peak = 0, resident = 0;
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& device : m.devices) {
+        nlohmann::json queues = nlohmann::json::array();
+        for (const auto& q : device.statistics.queues) {
+            slots += q.slots;
+            peak += q.peak_slots_in_use;
+            resident += q.pool_resident_bytes;
+            queues.push_back({{"queue", q.queue},
+                              {"slots", q.slots},
+                              {"peak_slots_in_use", q.peak_slots_in_use},
+                              {"pool_resident_bytes", q.pool_resident_bytes},
+                              {"heap_allocations", or_null(q.heap_allocations)}});
+        }
+        devices.push_back({{"name", device.name}, {"queues", queues}});
+    }
+    return {{"mode", to_string(m.request_alloc)},
+            {"slots", slots},
+            {"peak_slots_in_use", peak},
+            {"pool_resident_bytes", resident},
+            {"devices", devices}};
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, uint64_t>> VmExitCounts::by_kind() const {
@@ -115,7 +152,17 @@ nlohmann::json figures_json(const ExitFigures& figures) {
                                  : nlohmann::json(nullptr)},
             {"vm_exits", m ? exits_json(*m) : nlohmann::json(nullptr)},
             {"gsi_routing_pushes", m ? nlohmann::json(m->gsi_routing_pushes) : nullptr},
-            {"request_allocation", nullptr}};
+            {"request_allocation", m ? request_allocation_json(*m) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json device_timeline_json(const ExitFigures& figures) {
+    nlohmann::json devices = nlohmann::json::array();
+    if (!figures.machine) return devices;
+    for (const auto& device : figures.machine->devices)
+        devices.push_back({{"name", device.name},
+                           {"driver_ok", or_null(since_start(device.statistics.driver_ok))},
+                           {"first_notify", or_null(since_start(device.statistics.first_notify))}});
+    return devices;
 }
 
 }  // namespace mvmm

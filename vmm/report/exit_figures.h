@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices/virtio/queue_counters.h"
 #include "mem/address_space.h"
 #include "rcu/trim.h"
 #include "vmm/report/process_memory.h"
@@ -44,20 +45,26 @@ struct ProcessFigures {
 };
 ProcessFigures read_process_figures();
 
+// A disk device (virtio-blk disk or SCSI controller) as dumps name it, and its statistics.
+struct DeviceFigures {
+    std::string name;
+    devices::virtio::DeviceStatistics statistics;
+};
+
 // What only a machine that was built can tell.
 struct MachineFigures {
     uint64_t guest_resident_bytes = 0;  // guest RAM never shrinks: at exit this is its peak
     AddressSpaceStats mmio;
     AddressSpaceStats pio;
     std::vector<std::pair<std::string, uint64_t>> exits_by_kind;
-    uint64_t gsi_routing_pushes = 0;  // KVM_SET_GSI_ROUTING calls
+    uint64_t gsi_routing_pushes = 0;              // KVM_SET_GSI_ROUTING calls
+    SlotSource request_alloc = SlotSource::pool;  // where the disks' requests in flight live
+    std::vector<DeviceFigures> devices;
 };
 
 struct ExitFigures {
     ProcessFigures process;
     std::optional<MachineFigures> machine;  // absent when mvmm failed before the machine existed
-    // Request-allocation counters (allocations, pool hits and misses) belong here once the
-    // devices allocate requests from pools (issue 17); the report has "request_allocation": null.
 };
 
 // "peak_rss_kib=.. vmm_rss_kib=.. ... vm_exits=.. as_rebuilds=.." for the `exit stats` line.
@@ -66,5 +73,7 @@ std::string exit_stats_line(const ExitFigures& figures);
 // The report's "memory", "trim", "rcu", "address_spaces", "vm_exits" and "request_allocation"
 // members (README.md, "Boot report").
 nlohmann::json figures_json(const ExitFigures& figures);
+// The report's "timeline.devices": each disk device's DRIVER_OK and first notify.
+nlohmann::json device_timeline_json(const ExitFigures& figures);
 
 }  // namespace mvmm
