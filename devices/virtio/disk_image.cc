@@ -132,6 +132,18 @@ DiskImage DiskImage::open(const std::string& path, bool ro) {
     return DiskImage(path, std::move(fd), size, ro);
 }
 
+uint64_t DiskImage::reread_size(uint64_t block_size) {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) fail_open(path_, std::strerror(errno));
+    const uint64_t size = image_size(fd_.get(), st, path_);
+    if (size == 0 || size % block_size != 0)
+        fail_open(path_, "is now " + std::to_string(size) + " bytes, not a positive multiple of " +
+                             std::to_string(block_size) + "; the disk keeps " +
+                             std::to_string(size_.load()) + " bytes");
+    size_.store(size);
+    return size;
+}
+
 DiskImage::~DiskImage() {
     if (read_only_) return;
     if (auto flushed = flush(); !flushed)

@@ -36,7 +36,12 @@ class DiskImage {
     DiskImage& operator=(const DiskImage&) = delete;
 
     const std::string& path() const noexcept { return path_; }
-    uint64_t size() const noexcept { return size_; }  // bytes, a multiple of kImageBlockSize
+    // Bytes, a multiple of kImageBlockSize; reread_size() may change it while I/O runs.
+    uint64_t size() const noexcept { return size_.load(); }
+    // Reads the file's (or block device's) size again, after the host grew or shrank it, and
+    // returns it; throws std::runtime_error (and keeps the old size) when it is not a multiple
+    // of `block_size` bytes or is 0.
+    uint64_t reread_size(uint64_t block_size);
     bool read_only() const noexcept { return read_only_; }
 
     // Whole transfers: short transfers and EINTR are retried; anything less than the whole
@@ -60,7 +65,7 @@ class DiskImage {
 
     std::string path_;
     Fd fd_;
-    uint64_t size_;
+    std::atomic<uint64_t> size_;
     bool read_only_;
     std::atomic<bool> flush_failed_{false};
 };

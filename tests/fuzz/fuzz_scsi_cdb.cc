@@ -23,7 +23,7 @@ void check_in_range(uint64_t lba, uint64_t blocks, const LunInfo& lun) {
 
 void check_transfer(uint64_t lba, uint32_t blocks, const Command& command, const LunInfo& lun) {
     check_in_range(lba, blocks, lun);
-    if (command.transfer_bytes != uint64_t{blocks} * kBlockSize) __builtin_trap();
+    if (command.transfer_bytes != uint64_t{blocks} * lun.block_size) __builtin_trap();
 }
 
 void check_command(const Command& command, const LunInfo& lun) {
