@@ -27,10 +27,10 @@ inline BlockSizes checked_block_sizes(uint32_t logical, uint32_t physical) {
                                     std::to_string(logical));
     if (physical == 0) physical = logical;
     if (!std::has_single_bit(physical) || physical < logical || physical > 65536)
-        throw std::invalid_argument("physical-block-size must be a power of two from "
-                                    "logical-block-size (" +
-                                    std::to_string(logical) + ") to 65536, not " +
-                                    std::to_string(physical));
+        throw std::invalid_argument(
+            "physical-block-size must be a power of two from "
+            "logical-block-size (" +
+            std::to_string(logical) + ") to 65536, not " + std::to_string(physical));
     return {logical, physical};
 }
 

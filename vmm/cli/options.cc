@@ -155,9 +155,9 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk", {"path", "readonly", "serial", "queues", "queue-size", "bus",
-                                   "controller", "target", "lun", "logical-block-size",
-                                   "physical-block-size"});
+    OptionParser parser("--disk",
+                        {"path", "readonly", "serial", "queues", "queue-size", "bus", "controller",
+                         "target", "lun", "logical-block-size", "physical-block-size"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
-#include <cstddef>
 #include <stdexcept>
 
 namespace mvmm::devices::virtio::blk {
@@ -143,8 +143,7 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-blk")),
-      config_space_(
-          make_config_space(requests_.info, requests_.sizes, num_queues_, queue_size_)),
+      config_space_(make_config_space(requests_.info, requests_.sizes, num_queues_, queue_size_)),
       workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {

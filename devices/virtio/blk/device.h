@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "devices/virtio/blk/config.h"
-#include "devices/virtio/block_size.h"
 #include "devices/virtio/blk/io.h"
 #include "devices/virtio/blk/request.h"
+#include "devices/virtio/block_size.h"
 #include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
 

@@ -23,9 +23,9 @@ namespace mvmm::devices::virtio::scsi {
 struct LunInfo {
     uint64_t blocks = 0;
     bool read_only = false;
-    uint32_t block_size = 512;       // logical: 512 or 4096
-    uint8_t physical_exponent = 0;   // log2(physical block size / logical block size)
-    bool write_cache = true;         // WCE in the caching mode page
+    uint32_t block_size = 512;      // logical: 512 or 4096
+    uint8_t physical_exponent = 0;  // log2(physical block size / logical block size)
+    bool write_cache = true;        // WCE in the caching mode page
 };
 
 // Limits this target reports in the Block Limits VPD page and enforces.
@@ -102,10 +102,9 @@ struct ReportOpcodes {
     uint16_t service_action = 0;
 };
 
-using Operation =
-    std::variant<TestUnitReady, StartStopUnit, RequestSense, Inquiry, ModeSense, ReadCapacity,
-                 ReportLuns, Read, Write, SynchronizeCache, Unmap, WriteSame, Verify, ModeSelect,
-                 ReportOpcodes>;
+using Operation = std::variant<TestUnitReady, StartStopUnit, RequestSense, Inquiry, ModeSense,
+                               ReadCapacity, ReportLuns, Read, Write, SynchronizeCache, Unmap,
+                               WriteSame, Verify, ModeSelect, ReportOpcodes>;
 
 enum class Direction { None, In, Out };
 

@@ -72,8 +72,8 @@ uint8_t ControlHandler::carry_out(uint32_t subtype, const std::optional<LunAddre
         return kFunctionComplete;
     }
     Lun* disk = target->find(lun->lun);
-    const bool known = subtype <= VIRTIO_SCSI_T_TMF_QUERY_TASK_SET &&
-                       subtype != VIRTIO_SCSI_T_TMF_CLEAR_ACA;
+    const bool known =
+        subtype <= VIRTIO_SCSI_T_TMF_QUERY_TASK_SET && subtype != VIRTIO_SCSI_T_TMF_CLEAR_ACA;
     if (!known) return VIRTIO_SCSI_S_FUNCTION_REJECTED;  // CLEAR ACA (no ACA here), unknown
     if (!disk) return VIRTIO_SCSI_S_INCORRECT_LUN;
     switch (subtype) {

@@ -70,8 +70,8 @@ uint32_t ScsiController::Commands::run(const DescriptorChain& chain) {
         action != TaskAction::Run) {
         ++counters_.aborted;
         const CommandResponse cancelled{
-            .response = uint8_t(action == TaskAction::Reset ? VIRTIO_SCSI_S_RESET
-                                                            : VIRTIO_SCSI_S_ABORTED),
+            .response =
+                uint8_t(action == TaskAction::Reset ? VIRTIO_SCSI_S_RESET : VIRTIO_SCSI_S_ABORTED),
             .sense = {},
             .residual = residual(*request, 0)};
         return write_response(*request, layout, cancelled, 0);
@@ -179,14 +179,15 @@ bool ScsiController::activate(ActivateContext context) {
     stop_queues();
     const Layout layout{.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
     for (auto& commands : commands_) commands->layout = layout;
-    const auto request_rings = std::span(context.queues).subspan(
-        std::min<size_t>(context.queues.size(), kFirstRequestQueue));
+    const auto request_rings =
+        std::span(context.queues)
+            .subspan(std::min<size_t>(context.queues.size(), kFirstRequestQueue));
     if (!tasks_.activate(context.memory, request_rings)) {
         spdlog::error("virtio-scsi: a request queue's ring is outside guest RAM");
         return false;
     }
     const auto request_handler = [this](uint16_t i) -> RequestHandler* {
-        if (i < kFirstRequestQueue) return nullptr;  // the control queue has its own thread;
+        if (i < kFirstRequestQueue) return nullptr;      // the control queue has its own thread;
         return commands_[i - kFirstRequestQueue].get();  // the event queue sends no events
     };
     const auto control_handler = [this](uint16_t i) -> RequestHandler* {

@@ -80,8 +80,8 @@ Outcome Lun::unmap(const GuestBuffers& parameter_list) {
     auto ranges = parse_unmap_list(parameter_list, info());
     if (!ranges) return Outcome::check(ranges.error());
     for (const BlockRange& range : *ranges) {
-        auto done = image_.discard(range.lba * sizes_.logical,
-                                   uint64_t{range.blocks} * sizes_.logical);
+        auto done =
+            image_.discard(range.lba * sizes_.logical, uint64_t{range.blocks} * sizes_.logical);
         if (!done) return failed("unmap", done.error(), sense::kWriteError);
     }
     return Outcome::good(parameter_list.size());

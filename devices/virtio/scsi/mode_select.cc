@@ -28,7 +28,8 @@ Result<ModeChanges, Sense> check_page(std::span<const uint8_t> sent, const LunIn
     if (sent.size() != current.size() || sent[1] != current[1])
         return fail(sense::kInvalidFieldInParameterList);
     for (size_t i = 2; i < sent.size(); ++i) {
-        if ((sent[i] ^ current[i]) & ~changeable[i]) return fail(sense::kInvalidFieldInParameterList);
+        if ((sent[i] ^ current[i]) & ~changeable[i])
+            return fail(sense::kInvalidFieldInParameterList);
     }
     if (code == mode_page::kCaching) changes.write_cache = bool(sent[2] & kWce);
     return changes;

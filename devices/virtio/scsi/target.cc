@@ -41,8 +41,8 @@ class Runner {
     Outcome operator()(const RequestSense& request) const {
         // Sense goes back with each CHECK CONDITION (autosense): only a unit attention is
         // left to report, which this reports instead.
-        const Sense sense = lun_ ? lun_->take_unit_attention().value_or(sense::kNoSense)
-                                 : sense::kLunNotSupported;
+        const Sense sense =
+            lun_ ? lun_->take_unit_attention().value_or(sense::kNoSense) : sense::kLunNotSupported;
         if (request.descriptor_format) return answer(descriptor_sense(sense));
         return answer(fixed_sense(sense));
     }

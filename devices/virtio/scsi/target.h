@@ -1,9 +1,9 @@
 // One SCSI target of a controller and its LUNs: runs a CDB addressed to a LUN number, from
 // parse to outcome.  A LUN with a unit attention pending reports it to the first command that
-// is not INQUIRY, REPORT LUNS or REQUEST SENSE, which does not run.  A LUN number with no disk still answers INQUIRY (no device here),
-// REPORT LUNS and REQUEST SENSE, as a real target does, so a guest finds every LUN with one
-// REPORT LUNS instead of probing them one by one; anything else sent there is LOGICAL UNIT
-// NOT SUPPORTED.
+// is not INQUIRY, REPORT LUNS or REQUEST SENSE, which does not run.  A LUN number with no disk
+// still answers INQUIRY (no device here), REPORT LUNS and REQUEST SENSE, as a real target does, so
+// a guest finds every LUN with one REPORT LUNS instead of probing them one by one; anything else
+// sent there is LOGICAL UNIT NOT SUPPORTED.
 #pragma once
 
 #include <cstdint>

@@ -200,8 +200,7 @@ TEST_F(TargetTest, ModeSelectTurnsTheWriteCacheOffUntilAReset) {
         << "written through";
     list[4 + 3] = 1;  // a bit that is not changeable
     EXPECT_EQ(run(0, select, 0, list).outcome.sense, sense::kInvalidFieldInParameterList);
-    EXPECT_EQ(run(0, {0x15, 0x11, 0, 0, 24, 0}, 0, list).outcome.sense,
-              sense::kInvalidFieldInCdb)
+    EXPECT_EQ(run(0, {0x15, 0x11, 0, 0, 24, 0}, 0, list).outcome.sense, sense::kInvalidFieldInCdb)
         << "SP: nothing is saved";
     target->find(0)->reset();
     run(0, kTestUnitReady, 0);

@@ -88,7 +88,7 @@ class TaskSet {
     TaskAction action_ = TaskAction::Run;
     // Per queue, the first position a TMF does not cover: written by apply() under mutex_.
     std::vector<uint64_t> limits_;
-    bool covered_ = false;          // by mutex_
+    bool covered_ = false;  // by mutex_
 };
 
 }  // namespace mvmm::devices::virtio::scsi
