@@ -74,6 +74,9 @@ class Run:
     # In the test host, only what mvmm flushed reaches the disk_images' files (see FLUSHED_ONLY). Directly on
     # this host the page cache shows unflushed writes in the files anyway: there a flush cannot be seen.
     flushed_only: bool = False
+    # Run Debian's QEMU (mvmm-hostvm's PEER_QEMU: -accel kvm -M q35 -cpu host -nographic -no-reboot) with these
+    # arguments instead of mvmm, as the peer a test compares mvmm's guest-visible behaviour with.
+    peer_qemu: bool = False
     code: int = None
     output: str = ""
 
@@ -103,7 +106,8 @@ def run_all(runs, timeout=600):
                 with open(path, "wb") as f:
                     f.truncate(size)
             with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log:
-                p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=subprocess.STDOUT)
+                program = PEER_QEMU_DIRECT if r.peer_qemu else [mvmm]
+                p = subprocess.Popen([*program, *r.args], stdout=log, stderr=subprocess.STDOUT)
                 if r.companion:
                     env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name, MVMM_PID=str(p.pid))
                     r.companion_output = subprocess.run(["sh", "-c", r.companion], env=env, capture_output=True,
@@ -131,6 +135,7 @@ FLUSHED_ONLY = ["echo 8640000 > /proc/sys/vm/dirty_writeback_centisecs",
                 "echo 8640000 > /proc/sys/vm/dirty_expire_centisecs"]
 HOLD_OPEN = "(trap '' HUP; exec sleep 1000000) <{} &"
 RUN_TIMEOUT = 300  # seconds for one mvmm run inside the test host; a 64-disk boot takes under 90
+PEER_QEMU_DIRECT = ["qemu-system-x86_64", "-accel", "kvm", "-M", "q35", "-cpu", "host", "-nographic", "-no-reboot"]
 
 
 def _run_in_hostvm(mvmm, runs, timeout):
@@ -155,7 +160,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} "$MVMM" '
+        program = "$PEER_QEMU" if r.peer_qemu else '"$MVMM"'
+        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} {program} '
                    f'{" ".join(shlex.quote(w) for w in words)}')
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
@@ -171,6 +177,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
+    cmd += ["--peer-qemu"] if any(r.peer_qemu for r in runs) else []
     for img in images:
         cmd += ["--disk-image", img]
     for f in sorted(files):

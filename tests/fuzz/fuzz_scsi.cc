@@ -19,13 +19,8 @@
 #include "tests/fuzz/fuzz_scsi_controller.h"
 #include "tests/fuzz/fuzz_support.h"
 
-namespace {
-
-using namespace mvmm;
-using namespace mvmm::devices::virtio;
 namespace vt = mvmm::devices::virtio::testing;
-
-}  // namespace
+using mvmm::devices::virtio::scsi::ScsiController;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     spdlog::set_level(spdlog::level::off);
@@ -33,17 +28,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static fuzz::ScsiRig rig;
-    fuzz::ByteReader in({data, size});
+    static mvmm::fuzz::ScsiRig rig;
+    mvmm::fuzz::ByteReader in({data, size});
     const bool indirect = in.take<uint8_t>() & 1;
     rig.set_layout(in.take<uint32_t>(), in.take<uint32_t>());
 
-    vt::TestGuest guest(fuzz::ScsiRig::kGuestBytes);
-    vt::TestDriver requests(guest, fuzz::ScsiRig::kQueueSize);
-    const unsigned chains = fuzz::add_chains(in, guest, requests, fuzz::ScsiRig::kQueueSize,
-                                             fuzz::ScsiRig::kGuestBytes / 2, indirect);
+    vt::TestGuest guest(mvmm::fuzz::ScsiRig::kGuestBytes);
+    vt::TestDriver requests(guest, mvmm::fuzz::ScsiRig::kQueueSize);
+    const unsigned chains =
+        mvmm::fuzz::add_chains(in, guest, requests, mvmm::fuzz::ScsiRig::kQueueSize,
+                               mvmm::fuzz::ScsiRig::kGuestBytes / 2, indirect);
     if (rig.activate(guest, {}, requests.config())) {
-        rig.kick(scsi::ScsiController::kFirstRequestQueue);
+        rig.kick(ScsiController::kFirstRequestQueue);
         while (requests.used_idx() != chains && !rig.controller.needs_reset()) rig.io.poll();
     }
     rig.controller.reset();

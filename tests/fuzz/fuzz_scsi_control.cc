@@ -19,13 +19,8 @@
 #include "tests/fuzz/fuzz_scsi_controller.h"
 #include "tests/fuzz/fuzz_support.h"
 
-namespace {
-
-using namespace mvmm;
-using namespace mvmm::devices::virtio;
 namespace vt = mvmm::devices::virtio::testing;
-
-}  // namespace
+using mvmm::devices::virtio::scsi::ScsiController;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
     spdlog::set_level(spdlog::level::off);
@@ -33,23 +28,24 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static fuzz::ScsiRig rig;
-    fuzz::ByteReader in({data, size});
+    static mvmm::fuzz::ScsiRig rig;
+    mvmm::fuzz::ByteReader in({data, size});
     const unsigned request_chains = in.take<uint8_t>();
 
-    vt::TestGuest guest(fuzz::ScsiRig::kGuestBytes);
-    vt::TestDriver requests(guest, fuzz::ScsiRig::kQueueSize);
-    vt::TestDriver control(guest, fuzz::ScsiRig::kQueueSize);
-    const auto budget = fuzz::ScsiRig::kGuestBytes / 4;
-    fuzz::ByteReader request_input(in.rest());
+    vt::TestGuest guest(mvmm::fuzz::ScsiRig::kGuestBytes);
+    vt::TestDriver requests(guest, mvmm::fuzz::ScsiRig::kQueueSize);
+    vt::TestDriver control(guest, mvmm::fuzz::ScsiRig::kQueueSize);
+    const auto budget = mvmm::fuzz::ScsiRig::kGuestBytes / 4;
+    mvmm::fuzz::ByteReader request_input(in.rest());
     // The request chains take what they need off the front; the control chains the rest.
-    const unsigned sent = fuzz::add_chains(
-        request_input, guest, requests, fuzz::ScsiRig::kQueueSize, budget, false, request_chains);
-    const unsigned control_chains =
-        fuzz::add_chains(request_input, guest, control, fuzz::ScsiRig::kQueueSize, budget, false);
+    const unsigned sent =
+        mvmm::fuzz::add_chains(request_input, guest, requests, mvmm::fuzz::ScsiRig::kQueueSize,
+                               budget, false, request_chains);
+    const unsigned control_chains = mvmm::fuzz::add_chains(
+        request_input, guest, control, mvmm::fuzz::ScsiRig::kQueueSize, budget, false);
     if (rig.activate(guest, control.config(), requests.config())) {
-        rig.kick(scsi::ScsiController::kFirstRequestQueue);
-        rig.kick(scsi::ScsiController::kControlQueue);
+        rig.kick(ScsiController::kFirstRequestQueue);
+        rig.kick(ScsiController::kControlQueue);
         while ((control.used_idx() != control_chains || requests.used_idx() != sent) &&
                !rig.controller.needs_reset())
             rig.io.poll();

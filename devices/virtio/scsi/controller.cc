@@ -206,6 +206,7 @@ void ScsiController::reset() {
         if (target) target->reset();
     }
     counters_.needs_reset.store(false);
+    control_counters_.needs_reset.store(false);
     // virtio 1.2, 5.6.4: a reset restores sense_size and cdb_size to their defaults.
     cdb_size_.store(VIRTIO_SCSI_CDB_DEFAULT_SIZE);
     sense_size_.store(VIRTIO_SCSI_SENSE_DEFAULT_SIZE);
