@@ -23,7 +23,7 @@ using Bytes = std::vector<uint8_t>;
 constexpr uint64_t kBlock = 512;
 constexpr uint64_t kPage = 4096;
 constexpr uint8_t kGood = 0x00, kCheckCondition = 0x02;
-constexpr uint8_t kIllegalRequest = 0x5;
+constexpr uint8_t kIllegalRequest = 0x5, kUnitAttention = 0x6;
 constexpr uint8_t kPending = 0xff;
 constexpr uint16_t kNoDisk = 7;  // a LUN number without a disk
 constexpr uint64_t kCdbAt = offsetof(virtio_scsi_cmd_req, cdb);
@@ -338,6 +338,14 @@ class ScsiRequests final : public DriverRequests {
         }
         const Command& command = commands_[slot.kind];
         const uint8_t response = byte(slot.response + kResponseAt);
+        // The control load's LUN resets and aborts (tag 0 is every command's) cancel the
+        // commands queued before them, and a reset leaves a unit attention that the next
+        // command reports instead of running, as the first one after power on does: answers
+        // the target gives, with nothing to check.
+        if (response == VIRTIO_SCSI_S_RESET || response == VIRTIO_SCSI_S_ABORTED) return;
+        if (response == VIRTIO_SCSI_S_OK && byte(slot.response + kStatusAt) == kCheckCondition &&
+            (byte(slot.response + kSenseAt + 2) & 0xf) == kUnitAttention)
+            return;
         if (response != command.response)
             wrong(command.name, "response " + std::to_string(response));
         if (response != VIRTIO_SCSI_S_OK) return;
