@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "devices/virtio/device.h"
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 #include "mem/guest_memory.h"
 #include "mem/result.h"
 

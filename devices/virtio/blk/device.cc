@@ -94,9 +94,9 @@ std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues
 }  // namespace
 
 BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
-    : image(DiskImage::open(config.path, config.read_only)),
+    : image(block::open_disk_image(config.path, config.read_only, config.image)),
       serial(disk_serial(config)),
-      info{.capacity_sectors = image.size() / kSectorSize,
+      info{.capacity_sectors = image->size() / kSectorSize,
            .read_only = config.read_only,
            .max_discard_sectors = kMaxDiscardSectors,
            .max_discard_segments = kMaxDiscardSegments,
@@ -109,13 +109,13 @@ uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
     auto request = parse(chain, info);
     if (!request) {
         ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image.path(), to_string(request.error()));
+        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), to_string(request.error()));
         if (request.error() == BlkError::NoStatusByte) return 0;
         status = status_for(request.error());
-    } else if (auto done = execute(*request, image, serial, write_through); !done) {
+    } else if (auto done = execute(*request, *image, serial, write_through); !done) {
         ++counters_.io_errors;
         spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                    "virtio-blk {}: I/O error: {}", image.path(), done.error().message());
+                    "virtio-blk {}: I/O error: {}", image->path(), done.error().message());
         status = Status::IoError;
     }
     const auto byte = static_cast<uint8_t>(status);
@@ -138,7 +138,7 @@ void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {
     // Nothing is writable: `writeback` is only writable with VIRTIO_BLK_F_CONFIG_WCE.
-    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", requests_.image.path(),
+    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", requests_.image->path(),
                   data.size(), offset);
 }
 

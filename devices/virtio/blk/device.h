@@ -30,7 +30,7 @@ struct BlkCounters : QueueCounters {
 
 class BlkDevice final : public Device {
   public:
-    // Opens the image (DiskImage::open; throws std::runtime_error for the user).  `io` must
+    // Opens the image (block::open_disk_image; throws std::runtime_error for the user).  `io` must
     // outlive the device.
     BlkDevice(const DiskConfig& config, boost::asio::io_context& io);
 
@@ -58,7 +58,7 @@ class BlkDevice final : public Device {
         Requests(const DiskConfig& config, BlkCounters& counters);
         uint32_t handle(const DescriptorChain& chain) override;
 
-        DiskImage image;
+        std::unique_ptr<block::DiskImage> image;
         const std::string serial;
         const DiskInfo info;
         // Set by activate() while no worker runs: without FLUSH every write is flushed.

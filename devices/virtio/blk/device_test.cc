@@ -11,7 +11,7 @@
 #include <deque>
 #include <thread>
 
-#include "devices/virtio/blk/test_image.h"
+#include "devices/virtio/blk/test_disk.h"
 #include "devices/virtio/test_driver.h"
 
 namespace mvmm::devices::virtio::blk {
@@ -120,7 +120,7 @@ class BlkDeviceTest : public ::testing::Test {
     uint8_t status_of(const Submitted& s) const { return guest.read(s.status, 1)[0]; }
 
     vt::TestGuest guest{1 << 20};
-    testing::TempImage image{kDiskSectors * 512, 0xaa};
+    block::testing::TempImage image{kDiskSectors * 512, 0xaa};
     boost::asio::io_context io;
     std::vector<std::unique_ptr<vt::TestDriver>> drivers;
     std::deque<EventFd> kicks;

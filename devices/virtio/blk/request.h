@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/queue.h"
 #include "mem/result.h"
 

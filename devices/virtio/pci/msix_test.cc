@@ -18,7 +18,7 @@
 
 #include "devices/pci/test_harness.h"
 #include "devices/virtio/blk/device.h"
-#include "devices/virtio/blk/test_image.h"
+#include "devices/virtio/blk/test_disk.h"
 #include "devices/virtio/pci/function.h"
 #include "devices/virtio/pci/test_driver.h"
 #include "devices/virtio/test_driver.h"

@@ -11,7 +11,7 @@
 #include <span>
 #include <variant>
 
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/scsi/sense.h"
 #include "mem/result.h"
 

@@ -10,7 +10,7 @@
 #include <span>
 #include <string_view>
 
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/queue.h"
 #include "devices/virtio/scsi/sense.h"
 #include "mem/result.h"

@@ -2,11 +2,11 @@
 #pragma once
 
 #include "devices/virtio/blk/config.h"
-#include "devices/virtio/test_image.h"
+#include "devices/block/temp_image.h"
 
 namespace mvmm::devices::virtio::blk::testing {
 
-using virtio::testing::TempImage;
+using block::testing::TempImage;
 
 inline DiskConfig disk_config(const TempImage& image, bool read_only = false) {
     DiskConfig config;

@@ -1,6 +1,6 @@
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 
-namespace mvmm::devices::virtio {
+namespace mvmm {
 
 GuestBuffers::GuestBuffers(std::span<const Part> parts) : parts_(parts) {
     for (const Part& part : parts) size_ += part.size();
@@ -42,4 +42,4 @@ uint64_t GuestBuffers::copy_from(uint64_t offset, std::span<const uint8_t> in) c
     return copied;
 }
 
-}  // namespace mvmm::devices::virtio
+}  // namespace mvmm

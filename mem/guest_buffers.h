@@ -12,7 +12,7 @@
 
 #include "mem/guest_slice.h"
 
-namespace mvmm::devices::virtio {
+namespace mvmm {
 
 class GuestBuffers {
   public:
@@ -68,4 +68,4 @@ class GuestBuffers {
     uint64_t size_ = 0;
 };
 
-}  // namespace mvmm::devices::virtio
+}  // namespace mvmm

@@ -1,4 +1,4 @@
-#include "devices/virtio/disk_image.h"
+#include "devices/block/raw_image.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "devices/virtio/test_image.h"
+#include "devices/block/temp_image.h"
 
-namespace mvmm::devices::virtio {
+namespace mvmm::devices::block {
 namespace {
 
 using ::testing::HasSubstr;
@@ -20,7 +20,7 @@ using testing::filled;
 using DiskIoTest = testing::ImageTest;
 
 TEST_F(DiskIoTest, WritesAndReadsScatteredBuffers) {
-    ASSERT_TRUE(image.write(512, scattered()));
+    ASSERT_TRUE(image->write(512, scattered()));
     EXPECT_EQ(file.read(512, 1024), gathered());
     EXPECT_EQ(file.read(0, 512), filled(512, 0xaa)) << "nothing outside the range";
     EXPECT_EQ(file.read(1536, 512), filled(512, 0xaa));
@@ -28,7 +28,7 @@ TEST_F(DiskIoTest, WritesAndReadsScatteredBuffers) {
     const auto on_disk = testing::pattern(1024, 7);
     file.write(4096, on_disk);
     auto into = scattered();
-    ASSERT_TRUE(image.read(4096, into));
+    ASSERT_TRUE(image->read(4096, into));
     EXPECT_EQ(gathered(), on_disk);
 }
 
@@ -39,7 +39,7 @@ TEST_F(DiskIoTest, MovesMorePiecesThanOneSystemCallTakes) {
     std::vector<GuestBuffers::Part> parts;
     for (size_t at = 0; at < into.size(); at += 8)
         parts.emplace_back(std::span(into).subspan(at, 8));
-    ASSERT_TRUE(image.read(0, GuestBuffers(parts).slice(4, into.size() - 8)));
+    ASSERT_TRUE(image->read(0, GuestBuffers(parts).slice(4, into.size() - 8)));
     EXPECT_TRUE(std::equal(into.begin() + 4, into.end() - 4, on_disk.begin()));
     EXPECT_EQ(into.front(), 0) << "nothing outside the slice";
     EXPECT_EQ(into.back(), 0);
@@ -48,19 +48,19 @@ TEST_F(DiskIoTest, MovesMorePiecesThanOneSystemCallTakes) {
 TEST_F(DiskIoTest, ReadingPastAShrunkImageFails) {
     ASSERT_EQ(::truncate(file.path().c_str(), 1024), 0);
     auto into = scattered();
-    auto result = image.read(512, into);
+    auto result = image->read(512, into);
     ASSERT_FALSE(result);
     EXPECT_EQ(result.error(), std::errc::io_error);
 }
 
 TEST_F(DiskIoTest, Flushes) {
-    EXPECT_TRUE(image.flush());
+    EXPECT_TRUE(image->flush());
 }
 
 TEST_F(DiskIoTest, DiscardDeallocatesAndReadsZero) {
     struct stat before {};
     ASSERT_EQ(::stat(file.path().c_str(), &before), 0);
-    ASSERT_TRUE(image.discard(8192, 16384));
+    ASSERT_TRUE(image->discard(8192, 16384));
     struct stat after {};
     ASSERT_EQ(::stat(file.path().c_str(), &after), 0);
     EXPECT_LT(after.st_blocks, before.st_blocks);
@@ -70,9 +70,9 @@ TEST_F(DiskIoTest, DiscardDeallocatesAndReadsZero) {
 }
 
 TEST_F(DiskIoTest, WriteZeroesZeroesTheRangeWithOrWithoutUnmap) {
-    ASSERT_TRUE(image.write_zeroes(1024, 2048, false));
+    ASSERT_TRUE(image->write_zeroes(1024, 2048, false));
     EXPECT_EQ(file.read(1024, 2048), filled(2048, 0));
-    ASSERT_TRUE(image.write_zeroes(8192, 8192, true));
+    ASSERT_TRUE(image->write_zeroes(8192, 8192, true));
     EXPECT_EQ(file.read(8192, 8192), filled(8192, 0));
     EXPECT_EQ(file.read(512, 512), filled(512, 0xaa));
     EXPECT_EQ(file.read(3072, 512), filled(512, 0xaa));
@@ -82,8 +82,8 @@ TEST(DiskIoFallbackTest, WriteZeroesWritesZeroesWhereFallocateCannot) {
     // tmpfs has no FALLOC_FL_ZERO_RANGE.
     if (::access("/dev/shm", W_OK) != 0) GTEST_SKIP() << "no /dev/shm";
     TempImage file(256 * 1024, 0x55, "/dev/shm");
-    DiskImage image = DiskImage::open(file.path(), false);
-    ASSERT_TRUE(image.write_zeroes(4096, 200 * 1024, false));
+    auto image = RawImage::open(file.path(), false);
+    ASSERT_TRUE(image->write_zeroes(4096, 200 * 1024, false));
     EXPECT_EQ(file.read(4096, 200 * 1024), filled(200 * 1024, 0));
     EXPECT_EQ(file.read(0, 4096), filled(4096, 0x55));
     EXPECT_EQ(file.read(204 * 1024, 4096), filled(4096, 0x55));
@@ -91,12 +91,12 @@ TEST(DiskIoFallbackTest, WriteZeroesWritesZeroesWhereFallocateCannot) {
 
 TEST(DiskIoRepeatedTest, WriteRepeatedWritesAPatternOverARangeInMoreThanOneCall) {
     TempImage file(256 * 1024, 0xaa);
-    DiskImage image = DiskImage::open(file.path(), false);
+    auto image = RawImage::open(file.path(), false);
     std::vector<uint8_t> block = testing::pattern(512, 3);
     const GuestBuffers::Part pattern{std::span(block)};
     // 64 pieces per vectored write: 32 KiB a call; the last copy is cut short.
     constexpr uint64_t kLength = 100 * 1024 + 256;
-    ASSERT_TRUE(image.write_repeated(512, kLength, pattern));
+    ASSERT_TRUE(image->write_repeated(512, kLength, pattern));
     for (uint64_t at = 0; at < kLength; at += 512) {
         const uint64_t n = std::min<uint64_t>(512, kLength - at);
         ASSERT_EQ(file.read(512 + at, n), std::vector<uint8_t>(block.begin(), block.begin() + n))
@@ -104,23 +104,23 @@ TEST(DiskIoRepeatedTest, WriteRepeatedWritesAPatternOverARangeInMoreThanOneCall)
     }
     EXPECT_EQ(file.read(0, 512), filled(512, 0xaa));
     EXPECT_EQ(file.read(512 + kLength, 256), filled(256, 0xaa));
-    EXPECT_FALSE(image.write_repeated(0, 512, GuestBuffers::Part()));
+    EXPECT_FALSE(image->write_repeated(0, 512, GuestBuffers::Part()));
 }
 
 TEST(DiskIoReadOnlyTest, AReadOnlyImageCannotBeWritten) {
     TempImage file(4096, 0x11);
-    DiskImage image = DiskImage::open(file.path(), true);
-    EXPECT_TRUE(image.read_only());
+    auto image = RawImage::open(file.path(), true);
+    EXPECT_TRUE(image->read_only());
     std::vector<uint8_t> data(512, 0x22);
     const GuestBuffers::Part part[] = {GuestSlice(data)};
-    EXPECT_FALSE(image.write(0, GuestBuffers(part))) << "opened O_RDONLY";
+    EXPECT_FALSE(image->write(0, GuestBuffers(part))) << "opened O_RDONLY";
     EXPECT_EQ(file.read(0, 512), filled(512, 0x11));
 }
 
 // Opening: each failure is a clear error for the user.
 std::string open_error(const std::string& path, bool read_only = false) {
     try {
-        DiskImage image = DiskImage::open(path, read_only);
+        auto image = RawImage::open(path, read_only);
     } catch (const std::runtime_error& e) {
         return e.what();
     }
@@ -129,10 +129,10 @@ std::string open_error(const std::string& path, bool read_only = false) {
 
 TEST(DiskImageOpenTest, OpensAnImage) {
     TempImage file(8 * 512);
-    DiskImage image = DiskImage::open(file.path(), false);
-    EXPECT_EQ(image.size(), 8u * 512);
-    EXPECT_FALSE(image.read_only());
-    EXPECT_EQ(image.path(), file.path());
+    auto image = RawImage::open(file.path(), false);
+    EXPECT_EQ(image->size(), 8u * 512);
+    EXPECT_FALSE(image->read_only());
+    EXPECT_EQ(image->path(), file.path());
 }
 
 TEST(DiskImageOpenTest, RefusesAMissingFile) {
@@ -168,14 +168,14 @@ TEST(DiskImageOpenTest, SuggestsReadonlyForAReadOnlyFile) {
 TEST(DiskImageOpenTest, RefusesAnImageInUse) {
     TempImage file(512);
     {
-        DiskImage writer = DiskImage::open(file.path(), false);
+        auto writer = RawImage::open(file.path(), false);
         EXPECT_THAT(open_error(file.path()), HasSubstr("in use"));
         EXPECT_THAT(open_error(file.path(), true), HasSubstr("in use"));
     }
-    DiskImage reader = DiskImage::open(file.path(), true);
+    auto reader = RawImage::open(file.path(), true);
     EXPECT_EQ(open_error(file.path(), true), "") << "read-only disks may share an image";
     EXPECT_THAT(open_error(file.path()), HasSubstr("in use"));
 }
 
 }  // namespace
-}  // namespace mvmm::devices::virtio
+}  // namespace mvmm::devices::block

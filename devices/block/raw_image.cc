@@ -1,4 +1,4 @@
-#include "devices/virtio/disk_image.h"
+#include "devices/block/raw_image.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -18,7 +18,7 @@
 
 #include "mem/mapping.h"
 
-namespace mvmm::devices::virtio {
+namespace mvmm::devices::block {
 namespace {
 
 IoResult errno_result(int error = errno) {
@@ -87,19 +87,10 @@ uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
 
 }  // namespace
 
-std::string serial_from_file_name(std::string_view path, size_t max_bytes) {
-    std::string_view name = path.substr(path.find_last_of('/') + 1);  // npos + 1 is 0
-    if (name.size() > max_bytes) name.remove_prefix(name.size() - max_bytes);
-    std::string serial(name);
-    std::ranges::replace_if(
-        serial, [](char c) { return c < 0x20 || c >= 0x7f; }, '_');
-    return serial;
-}
-
-DiskImage::DiskImage(std::string path, Fd fd, uint64_t size, bool read_only)
+RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only)
     : path_(std::move(path)), fd_(std::move(fd)), size_(size), read_only_(read_only) {}
 
-DiskImage DiskImage::open(const std::string& path, bool ro) {
+std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro) {
     // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
     Fd fd(::open(path.c_str(), (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (!fd.valid()) {
@@ -129,24 +120,24 @@ DiskImage DiskImage::open(const std::string& path, bool ro) {
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
     if (!ro) zero_source();  // now, not on an I/O thread
-    return DiskImage(path, std::move(fd), size, ro);
+    return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro);
 }
 
-DiskImage::~DiskImage() {
+RawImage::~RawImage() {
     if (read_only_) return;
     if (auto flushed = flush(); !flushed)
         spdlog::error("{}: flush at close failed: {}", path_, flushed.error().message());
 }
 
-IoResult DiskImage::read(uint64_t offset, const GuestBuffers& into) const {
+IoResult RawImage::read(uint64_t offset, const GuestBuffers& into) const {
     return transfer_all(::preadv, fd_.get(), offset, into);
 }
 
-IoResult DiskImage::write(uint64_t offset, const GuestBuffers& from) const {
+IoResult RawImage::write(uint64_t offset, const GuestBuffers& from) const {
     return transfer_all(::pwritev, fd_.get(), offset, from);
 }
 
-IoResult DiskImage::flush() {
+IoResult RawImage::flush() {
     if (flush_failed_.load()) return errno_result(EIO);
     if (::fdatasync(fd_.get()) != 0) {
         const int error = errno;
@@ -156,7 +147,7 @@ IoResult DiskImage::flush() {
     return Ok{};
 }
 
-IoResult DiskImage::discard(uint64_t offset, uint64_t length) const {
+IoResult RawImage::discard(uint64_t offset, uint64_t length) const {
     const int ret = retry_on_eintr([&] {
         return ::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
     });
@@ -164,7 +155,7 @@ IoResult DiskImage::discard(uint64_t offset, uint64_t length) const {
     return Ok{};
 }
 
-IoResult DiskImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) const {
+IoResult RawImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) const {
     auto zero_with = [&](int mode) {
         return retry_on_eintr([&] { return ::fallocate(fd_.get(), mode, offset, length); });
     };
@@ -177,18 +168,4 @@ IoResult DiskImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unma
     return write_repeated(offset, length, zero_source());
 }
 
-IoResult DiskImage::write_repeated(uint64_t offset, uint64_t length,
-                                   GuestBuffers::Part pattern) const {
-    if (pattern.empty()) return errno_result(EINVAL);
-    std::array<GuestBuffers::Part, kIovWindow> parts;
-    parts.fill(pattern);
-    const GuestBuffers window(parts);  // one vectored write's worth
-    for (uint64_t done = 0; done < length; done += window.size()) {
-        auto written =
-            transfer_all(::pwritev, fd_.get(), offset + done, window.slice(0, length - done));
-        if (!written) return written;
-    }
-    return Ok{};
-}
-
-}  // namespace mvmm::devices::virtio
+}  // namespace mvmm::devices::block

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/disk_image.h"
-#include "devices/virtio/guest_buffers.h"
+#include "devices/block/disk_image.h"
+#include "mem/guest_buffers.h"
 #include "mem/fd.h"
 
-namespace mvmm::devices::virtio::testing {
+namespace mvmm::devices::block::testing {
 
 class TempImage {
   public:
@@ -94,10 +94,10 @@ class ImageTest : public ::testing::Test {
     std::vector<uint8_t> gathered() const { return buffers_.gathered(); }
 
     TempImage file{64 * 1024, 0xaa};
-    DiskImage image = DiskImage::open(file.path(), false);
+    std::unique_ptr<DiskImage> image = open_disk_image(file.path(), false);
 
   private:
     ScatteredBuffers buffers_;
 };
 
-}  // namespace mvmm::devices::virtio::testing
+}  // namespace mvmm::devices::block::testing
