@@ -7,8 +7,8 @@
 #include <array>
 #include <stdexcept>
 
+#include "base/fd.h"
 #include "devices/block/raw_image.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block {
 

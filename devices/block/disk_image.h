@@ -10,9 +10,9 @@
 #include <string_view>
 #include <system_error>
 
+#include "base/result.h"
 #include "devices/block/image_options.h"
 #include "mem/guest_buffers.h"
-#include "mem/result.h"
 
 namespace mvmm::devices::block {
 

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "mem/mapping.h"
+#include "base/mapping.h"
 
 namespace mvmm::devices::block {
 namespace {

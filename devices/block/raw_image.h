@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "base/fd.h"
 #include "devices/block/disk_image.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block {
 

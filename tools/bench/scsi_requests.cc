@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "bench/requests.h"
 #include "devices/virtio/scsi/big_endian.h"
 #include "devices/virtio/scsi/controller.h"
-#include "tools/bench/requests.h"
 
 namespace mvmm::bench {
 namespace {

@@ -11,10 +11,10 @@
 #include <memory>
 #include <thread>
 
-#include "devices/virtio/scsi/big_endian.h"
-#include "devices/virtio/test_driver.h"
 #include "devices/block/temp_image.h"
+#include "devices/virtio/scsi/big_endian.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {

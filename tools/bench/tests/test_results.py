@@ -63,6 +63,16 @@ class Parsing(unittest.TestCase):
         self.assertTrue(all(r[k] >= 0 for k, _ in results.SETUP))
         self.assertNotIn("r_exit_code", self.qemu)
 
+    def test_the_per_device_timeline_gives_the_last_driver_ok(self):
+        doc = {"timeline": {"first_kvm_run": 2_000_000, "devices": [
+            {"name": "disk 0", "driver_ok": 5_000_000, "first_notify": 6_000_000},
+            {"name": "disk 1", "driver_ok": 7_500_000, "first_notify": None},
+            {"name": "scsi c0", "driver_ok": None, "first_notify": None}]}}
+        found = results.report_figures(doc)
+        self.assertEqual(found["r_first_kvm_run_ms"], 2.0)
+        self.assertEqual(found["r_last_driver_ok_ms"], 7.5)
+        self.assertNotIn("r_devices_ms", found)
+
     def test_a_crashed_guest_keeps_its_report(self):
         text = TRANSCRIPT.replace("BOOTBENCH-END r1.c0.mvmm-a 115.7 0 0", "BOOTBENCH-END r1.c0.mvmm-a 115.7 4 0")
         crashed = records(text)[0]

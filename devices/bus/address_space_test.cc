@@ -1,4 +1,4 @@
-#include "mem/address_space.h"
+#include "devices/bus/address_space.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 
 #include <spdlog/spdlog.h>
 

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "devices/pci/config_space.h"
-#include "devices/pci/function.h"
 #include "devices/pci/msix.h"
+#include "devices/pci/pci_function.h"
 #include "devices/platform.h"
-#include "devices/virtio/device.h"
 #include "devices/virtio/pci/transport.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_memory.h"
 
 namespace mvmm::devices::virtio::pci {

@@ -11,8 +11,8 @@
 
 #include "devices/pci/config_space.h"
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/pci/function.h"
 #include "devices/virtio/pci/transport.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 
 namespace mvmm::devices::virtio::pci::testing {
 

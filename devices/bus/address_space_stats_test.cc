@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "mem/address_space.h"
+#include "devices/bus/address_space.h"
 
 namespace mvmm {
 namespace {

@@ -1,4 +1,4 @@
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 
 #include <stdexcept>
 

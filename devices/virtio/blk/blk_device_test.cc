@@ -1,6 +1,6 @@
 // The device harness: the test plays the guest driver over guest memory, kicks real
 // eventfds and runs the io_context the way vmm's I/O threads do.
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "devices/virtio/blk/test_disk.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::blk {
 namespace {

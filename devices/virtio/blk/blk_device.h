@@ -13,8 +13,8 @@
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/blk/io.h"
 #include "devices/virtio/blk/request.h"
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/virtio_device.h"
 
 namespace boost::asio {
 class io_context;

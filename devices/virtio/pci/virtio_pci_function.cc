@@ -1,4 +1,4 @@
-#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 
 #include <algorithm>
 #include <array>

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "mem/guest_addr.h"
 #include "mem/guest_memory.h"
 
