@@ -5,7 +5,7 @@
 - io.FMT (--io): the guest's 4 KiB random read IOPS and 64 KiB sequential read MiB/s per variant;
 - ratios.FMT: the paired ratios (mvmm/QEMU, B/A) with their confidence intervals, per configuration."""
 
-from results import IO_RATIO_METRICS, LABELS, RATIO_METRICS
+from mvmmtools.bench.results import IO_RATIO_METRICS, LABELS, RATIO_METRICS
 
 PHASES = [("setup_s", "exec -> first KVM_RUN"), ("kernel_s", "first KVM_RUN -> init"),
           ("disks_s", "init -> all disks"), ("shutdown_s", "all disks -> exit")]
