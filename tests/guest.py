@@ -2,7 +2,7 @@
 guest and otherwise inside the test host VM (mvmmtools.testhost), and checks what the guest printed.
 
 Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s. The tools' package
-is imported from tools/, which meson's test environment puts on PYTHONPATH."""
+is imported from tools/, which meson's test environment puts on PYTHONPATH (by hand: PYTHONPATH=tools)."""
 
 import os
 import re
@@ -44,8 +44,8 @@ class Run:
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
     # Shell commands run next to mvmm while it runs (busybox sh in the test host): $MVMM_CTL is
-    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid when it runs on this host (in
-    # the test host it is the only mvmm: `pidof mvmm`); their output is `companion_output`.
+    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid; their output is
+    # `companion_output`.
     companion: str = None
     companion_output: str = ""
     # Shell commands run where mvmm ran, right after it exited (e.g. `cat` its --report file); their output
@@ -136,17 +136,17 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} "$MVMM" '
-                   f'{" ".join(shlex.quote(w) for w in words)}')
+        command = f'timeout -s KILL {RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
+            # The subshell execs timeout, which execs mvmm (busybox's timeout watches from a child): $! is mvmm.
             lines += [f"MVMM_CTL={mvmm_ctl_binary()} MVMM_LOG=/tmp/mvmm-run-{i}.log",
-                      f'{command} >"$MVMM_LOG" 2>&1 & pid=$!',
+                      f'(hostvm_announce "$MVMM"; exec {command}) >"$MVMM_LOG" 2>&1 & MVMM_PID=$!',
                       f'echo "MVMM-COMPANION-BEGIN {i}"', r.companion, f'echo "MVMM-COMPANION-END {i}"',
-                      'wait $pid; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
+                      'wait $MVMM_PID; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
         else:
-            lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
+            lines += [f"hostvm_exec {command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
         if r.after:
             lines += [f'echo "MVMM-AFTER-BEGIN {i}"', r.after, f'echo "MVMM-AFTER-END {i}"']
     output = []
