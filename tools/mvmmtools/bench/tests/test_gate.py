@@ -5,15 +5,10 @@ threshold alone would fail most of them. Against a --baseline run, QEMU's time i
 drifting test host."""
 
 import random
-import sys
 import unittest
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-import results  # noqa: E402
-import stats  # noqa: E402
-from noise import delayed, load, runs  # noqa: E402
+from mvmmtools.bench import results, stats
+from mvmmtools.bench.tests.noise import delayed, load, runs
 
 THRESHOLD = 0.05
 NOISE = "noise-1disk-ab16.json"  # identical builds A and B, with QEMU, 1 disk: 16 real rounds, 2 test host boots

@@ -1,9 +1,10 @@
 """Recorded noise for the gate's tests: the records of real boot-bench runs, trimmed to what the figures need,
 simulated runs drawn from them, and boots made slower before their first KVM_RUN.
 
-  python3 tools/bench/tests/noise.py trim BOOT-BENCH.JSON "how it was run" > tools/bench/tests/data/NAME.json
-  python3 tools/bench/tests/noise.py repeat BOOT-BENCH.JSON ROUNDS > STEADY.json
-  python3 tools/bench/tests/noise.py delay BOOT-BENCH.JSON VARIANT SECONDS > SLOWER.json
+  PYTHONPATH=tools python3 -m mvmmtools.bench.tests.noise trim BOOT-BENCH.JSON "how it was run" > \
+      tools/mvmmtools/bench/tests/data/NAME.json
+  PYTHONPATH=tools python3 -m mvmmtools.bench.tests.noise repeat BOOT-BENCH.JSON ROUNDS > STEADY.json
+  PYTHONPATH=tools python3 -m mvmmtools.bench.tests.noise delay BOOT-BENCH.JSON VARIANT SECONDS > SLOWER.json
 
 trim keeps every complete record with its raw run (the lines the times come from, the memory, the --report's
 timeline and figures; not the guest's module markers or the report's marks), so the tests derive the figures
@@ -17,8 +18,7 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import results  # noqa: E402
+from mvmmtools.bench import results
 
 KEPT_LINES = ("first KVM_RUN", "MVMM-MARK init", "MVMM-MARK disk", "MVMM-MARK cpus", "MVMM-MARK poweroff")
 DATA = Path(__file__).resolve().parent / "data"

@@ -5,7 +5,7 @@
 - io.FMT (--io): the guest's 4 KiB random read IOPS and 64 KiB sequential read MiB/s per variant;
 - ratios.FMT: the paired ratios (mvmm/QEMU, B/A) with their confidence intervals, per configuration."""
 
-from results import IO_RATIO_METRICS, LABELS, RATIO_METRICS
+from mvmmtools.bench.results import IO_RATIO_METRICS, LABELS, RATIO_METRICS
 
 PHASES = [("setup_s", "exec -> first KVM_RUN"), ("kernel_s", "first KVM_RUN -> init"),
           ("disks_s", "init -> all disks"), ("shutdown_s", "all disks -> exit")]
@@ -79,31 +79,34 @@ def memory(plt, summary):
     return fig
 
 
+def _panels(plt, summary, bars, size, title, panels, sharey=False):
+    """A figure of panels side by side, each (series, scale, x label) as _grouped bars; size = (width, height per
+    bar)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(size[0], 1.2 + size[1] * len(bars)), sharey=sharey)
+    for ax, (series, scale, xlabel) in zip(axes, panels):
+        _grouped(ax, summary, bars, series, scale)
+        ax.set_xlabel(xlabel)
+    fig.suptitle(title)
+    return fig
+
+
 def trim(plt, summary):
     bars = [(c, v) for c, v in _bars(summary) if v != "qemu"]
     if not bars:
         return None
-    fig, (heap, time) = plt.subplots(1, 2, figsize=(11, 1.2 + 0.5 * len(bars)), sharey=True)
-    _grouped(heap, summary, bars, [("r_heap_after_disks_kib", "after the disks"), ("r_heap_exit_kib", "at exit")],
-             1024)
-    heap.set_xlabel("heap Rss, MiB (mvmm --report)")
-    _grouped(time, summary, bars, [("r_trim_ms", "all trims")])
-    time.set_xlabel("total malloc_trim time, ms")
-    fig.suptitle("Heap and trimming per trim policy")
-    return fig
+    return _panels(plt, summary, bars, (11, 0.5), "Heap and trimming per trim policy",
+                   [([("r_heap_after_disks_kib", "after the disks"), ("r_heap_exit_kib", "at exit")], 1024,
+                     "heap Rss, MiB (mvmm --report)"),
+                    ([("r_trim_ms", "all trims")], 1.0, "total malloc_trim time, ms")], sharey=True)
 
 
 def io(plt, summary):
     bars = [(c, v) for c, v in _bars(summary) if "randread_iops" in summary[c][v]["metrics"]]
     if not bars:
         return None
-    fig, (rand, seq) = plt.subplots(1, 2, figsize=(12, 1.2 + 0.4 * len(bars)))  # each inverts its own y axis
-    _grouped(rand, summary, bars, [("randread_iops", "4 KiB random, depth 32")])
-    rand.set_xlabel("IOPS (median)")
-    _grouped(seq, summary, bars, [("seqread_mib_s", "64 KiB sequential, depth 32")])
-    seq.set_xlabel("MiB/s (median)")
-    fig.suptitle("Reads in the guest (O_DIRECT)")
-    return fig
+    return _panels(plt, summary, bars, (12, 0.4), "Reads in the guest (O_DIRECT)",  # each inverts its own y axis
+                   [([("randread_iops", "4 KiB random, depth 32")], 1.0, "IOPS (median)"),
+                    ([("seqread_mib_s", "64 KiB sequential, depth 32")], 1.0, "MiB/s (median)")])
 
 
 def ratios(plt, comparisons):

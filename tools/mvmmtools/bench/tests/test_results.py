@@ -1,18 +1,16 @@
-"""tools/bench: the runner's lines into runs (Collector), runs into per-boot records (mvmm's --report parsed),
+"""mvmmtools.bench: the runner's lines into runs (Collector), runs into per-boot records (mvmm's --report parsed),
 the summary, the paired ratios and the CSV. The transcript is real: round 1 of a 1-disk A/B run with QEMU."""
 
 import csv
 import io
-import sys
 import unittest
 from pathlib import Path
 
+from mvmmtools.bench import results, tables
+from mvmmtools.bench.guest_config import Variant
+from mvmmtools.bench.runs import Collector, Run
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-import results  # noqa: E402
-import tables  # noqa: E402
-from guest_config import Variant  # noqa: E402
-from testhost import Collector, Run  # noqa: E402
 
 TAGS = {"r1.c0.mvmm-a": Variant("mvmm-a", "mvmm", "a"), "r1.c0.mvmm-b": Variant("mvmm-b", "mvmm", "b"),
         "r1.c0.qemu": Variant("qemu", "qemu")}

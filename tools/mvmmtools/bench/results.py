@@ -7,9 +7,9 @@ import io
 import statistics
 from dataclasses import asdict
 
-import stats
-from guest_config import Variant
-from testhost import Run
+from mvmmtools.bench import stats
+from mvmmtools.bench.guest_config import Variant
+from mvmmtools.bench.runs import Run
 
 # Times in s since the VMM's exec, stamped inside the test host (/proc/uptime, 10 ms steps), for every VMM.
 TIMES = [("first_kvm_run_s", "first KVM_RUN"), ("guest_clock_start_s", "guest clock 0"), ("init_s", "init marker"),

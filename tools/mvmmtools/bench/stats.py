@@ -20,6 +20,8 @@ import math
 import random
 from dataclasses import asdict, dataclass
 
+from scipy.stats import t as student_t
+
 RESAMPLES = 4000
 LEVEL = 0.95
 SEED = 1
@@ -88,44 +90,9 @@ def unpaired_ratio(subject, reference, level=LEVEL, resamples=RESAMPLES, seed=SE
     return Estimate(geomean(subject) / geomean(reference), lo, hi, level, min(len(subject), len(reference)))
 
 
-def _beta_fraction(x, a, b):
-    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1) < 1e-12:
-            break
-    return result
-
-
-def _incomplete_beta(x, a, b):
-    """I_x(a, b), regularized."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
-    if x < (a + 1) / (a + b + 2):
-        return front * _beta_fraction(x, a, b) / a
-    return 1 - front * _beta_fraction(1 - x, b, a) / b
-
-
 def t_quantile(q, df):
-    """The q-quantile (q > 0.5) of Student's t with df degrees of freedom, by bisection on its CDF."""
-    cdf = lambda t: 1 - 0.5 * _incomplete_beta(df / (df + t * t), df / 2, 0.5)
-    low, high = 0.0, 1.0
-    while cdf(high) < q:
-        low, high = high, high * 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        low, high = (middle, high) if cdf(middle) < q else (low, middle)
-    return (low + high) / 2
+    """The q-quantile of Student's t with df degrees of freedom (Welch's df need not be whole)."""
+    return float(student_t.ppf(q, df))
 
 
 def _mean_var(values):

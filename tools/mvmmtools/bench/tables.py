@@ -1,7 +1,7 @@
 """Boot-bench's text report: per configuration the medians [min-max] of every variant, the paired ratios with
 their confidence intervals, and the gate's verdict."""
 
-from results import IO, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
+from mvmmtools.bench.results import IO, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
 
 KIB_PER_MIB = 1024
 

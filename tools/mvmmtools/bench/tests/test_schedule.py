@@ -1,13 +1,10 @@
-"""tools/bench/schedule.py: boot-bench's order of boots is balanced, whatever the number of variants."""
+"""mvmmtools.bench.schedule: boot-bench's order of boots is balanced, whatever the number of variants."""
 
 import itertools
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from guest_config import Variant  # noqa: E402
-from schedule import round_order, schedule  # noqa: E402
+from mvmmtools.bench.guest_config import Variant
+from mvmmtools.bench.schedule import round_order, schedule
 
 
 def variants(count):

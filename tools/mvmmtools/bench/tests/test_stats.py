@@ -1,12 +1,9 @@
-"""tools/bench/stats.py: ratios, bootstrap intervals and the gate's rule."""
+"""mvmmtools.bench.stats: ratios, bootstrap intervals and the gate's rule."""
 
 import random
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import stats  # noqa: E402
+from mvmmtools.bench import stats
 
 
 class Ratios(unittest.TestCase):

@@ -1,11 +1,9 @@
-"""Unit tests of hostvm_cpus: the READY line's layout, `info registers -a` and `info lapic` parsing, naming addresses."""
+"""mvmmtools.testhost.cpus: the READY line's layout, `info registers -a` and `info lapic` parsing, naming addresses."""
 
-import sys
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import hostvm_cpus  # noqa: E402
+from mvmmtools.testhost import cpus
 
 # Trimmed from QEMU 7.2's `info registers -a` on a two-CPU test host.
 REGISTERS = """CPU#0
@@ -34,26 +32,26 @@ APR 0x00 TPR 0x10 DFR 0x0f LDR 0x01 PPR 0x10
 """
 
 
-class HostvmCpusTest(unittest.TestCase):
+class CpusTest(unittest.TestCase):
     def test_layout_keeps_addresses_only(self):
-        layout = hostvm_cpus.parse_layout(["_text=ffffffffaa000000", "kvm_amd:.text=ffffffffc0d00000", "junk", "x="])
+        layout = cpus.parse_layout(["_text=ffffffffaa000000", "kvm_amd:.text=ffffffffc0d00000", "junk", "x="])
         self.assertEqual(layout, {"_text": 0xffffffffaa000000, "kvm_amd:.text": 0xffffffffc0d00000})
 
     def test_registers_of_each_cpu(self):
-        cpus = hostvm_cpus.parse_registers(REGISTERS)
-        self.assertEqual([c["cpu"] for c in cpus], [0, 1])
-        self.assertEqual(cpus[0]["rip"], 0xffffffffaaa17a0b)
-        self.assertEqual((cpus[0]["hlt"], cpus[1]["hlt"]), (1, 0))
-        self.assertEqual(cpus[1]["rfl"] >> 9 & 1, 0)  # interrupts off
-        self.assertEqual(cpus[1]["efer"], 0x1d01)  # SVME: KVM is on
+        found = cpus.parse_registers(REGISTERS)
+        self.assertEqual([c["cpu"] for c in found], [0, 1])
+        self.assertEqual(found[0]["rip"], 0xffffffffaaa17a0b)
+        self.assertEqual((found[0]["hlt"], found[1]["hlt"]), (1, 0))
+        self.assertEqual(found[1]["rfl"] >> 9 & 1, 0)  # interrupts off
+        self.assertEqual(found[1]["efer"], 0x1d01)  # SVME: KVM is on
 
     def test_lapic_timer_and_interrupts(self):
-        self.assertEqual(hostvm_cpus.parse_lapic(LAPIC),
+        self.assertEqual(cpus.parse_lapic(LAPIC),
                          "LVTT=000000ec (active-hi edge one-shot Fixed (vec 236)) timer initial=221588 current=0 "
                          "ISR=[(none)] IRR=[236] TPR=10 PPR=10")
 
     def test_names_kernel_and_module_addresses(self):
-        symbols = hostvm_cpus.Symbols(Path("/nonexistent"), "0", {"_text": 0xffffffffaa000000})
+        symbols = cpus.Symbols(Path("/nonexistent"), "0", {"_text": 0xffffffffaa000000})
         symbols._add(0xffffffffc0d10000, [(0x0, "svm_vcpu_run"), (0x2000, "__svm_vcpu_run")], "kvm_amd:")
         self.assertEqual(symbols.name(0xffffffffaaa17a0b), "kernel _text+0xa17a0b")
         self.assertEqual(symbols.name(0xffffffffc0d1203c), "kvm_amd:__svm_vcpu_run+0x3c")
