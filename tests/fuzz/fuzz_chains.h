@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace mvmm::fuzz {

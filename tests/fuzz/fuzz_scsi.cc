@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "devices/virtio/scsi/controller.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "tests/fuzz/fuzz_chains.h"
 #include "tests/fuzz/fuzz_scsi_controller.h"
 #include "tests/fuzz/fuzz_support.h"

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/fd.h"
 #include "devices/virtio/scsi/controller.h"
-#include "devices/virtio/test_driver.h"
-#include "mem/fd.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace mvmm::fuzz {

@@ -6,9 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "devices/block/disk_image.h"
 #include "devices/virtio/block_size.h"
-#include "devices/virtio/disk_image.h"
-
 #include "vmm/cli/option_parser.h"
 
 namespace mvmm {
@@ -56,11 +55,21 @@ virtio::BlockSizes block_sizes(const OptionParser& parser) {
     }
 }
 
+// format=raw|qcow2; without it the image's header decides.
+devices::block::ImageOptions image_options(const OptionParser& parser) {
+    using devices::block::ImageFormat;
+    devices::block::ImageOptions options;
+    options.format = parser.choice(
+        "format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}}, ImageFormat::Auto);
+    return options;
+}
+
 blk::DiskConfig blk_disk(const OptionParser& parser) {
     for (const char* key : {"lun", "target"})
         if (parser.has(key)) parser.fail(key, "a SCSI address needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
+    config.image = image_options(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
@@ -114,10 +123,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
+    lun.image = image_options(parser);
     lun.read_only = parser.toggle("readonly", false);
     lun.serial =
         serial(parser, scsi::kMaxSerialBytes)
-            .value_or(devices::virtio::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
+            .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
     lun.target = static_cast<uint8_t>(parser.number("target", 0, scsi::kMaxTarget).value_or(0));
     lun.lun = lun_number(parser, *controller, lun.target);
@@ -155,9 +165,9 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk",
-                        {"path", "readonly", "serial", "queues", "queue-size", "bus", "controller",
-                         "target", "lun", "logical-block-size", "physical-block-size"});
+    OptionParser parser(
+        "--disk", {"path", "format", "readonly", "serial", "queues", "queue-size", "bus",
+                   "controller", "target", "lun", "logical-block-size", "physical-block-size"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

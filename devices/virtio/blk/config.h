@@ -6,8 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 namespace mvmm::devices::virtio::blk {
 
@@ -30,6 +31,7 @@ struct DiskConfig {
     uint32_t logical_block_size = 512;            // blk_size: 512 or 4096 (../block_size.h)
     uint32_t physical_block_size = 0;             // 0: the logical size; else a power of two >= it
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
+    block::ImageOptions image;                    // format=
 };
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured

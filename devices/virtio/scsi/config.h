@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -29,6 +30,7 @@ struct LunConfig {
     uint8_t target = 0;
     uint32_t logical_block_size = 512;  // 512 or 4096; the image size is a multiple of it
     uint32_t physical_block_size = 0;   // 0: the logical size; else a power of two >= it
+    block::ImageOptions image{};        // format=
 };
 
 struct ControllerConfig {

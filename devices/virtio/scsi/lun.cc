@@ -22,12 +22,12 @@ BlockSizes sizes_of(const LunConfig& config) {
 }  // namespace
 
 Lun::Lun(const LunConfig& config)
-    : image_(DiskImage::open(config.path, config.read_only)),
+    : image_(block::open_disk_image(config.path, config.read_only, config.image)),
       sizes_(sizes_of(config)),
       read_only_(config.read_only),
-      blocks_(image_.size() / sizes_.logical),
+      blocks_(image_->size() / sizes_.logical),
       identity_{config.serial, naa_designator(config.serial)} {
-    check_image_fits(config.path, image_.size(), sizes_);
+    check_image_fits(config.path, image_->size(), sizes_);
     // vmm checks it (--disk serial=); the VPD answers have room for no more.
     if (config.serial.size() > kMaxSerialBytes)
         throw std::invalid_argument("LUN serial longer than " + std::to_string(kMaxSerialBytes) +
@@ -44,13 +44,13 @@ LunInfo Lun::info() const noexcept {
 
 Outcome Lun::failed(std::string_view what, const std::error_code& error, const Sense& sense) {
     spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                "virtio-scsi {}: {} failed: {}", image_.path(), what, error.message());
+                "virtio-scsi {}: {} failed: {}", image_->path(), what, error.message());
     return Outcome::check(sense);
 }
 
 Outcome Lun::written(uint64_t transferred, bool fua) {
     if (fua || !write_cache_.load()) {
-        if (auto flushed = image_.flush(); !flushed)
+        if (auto flushed = image_->flush(); !flushed)
             return failed("flush", flushed.error(), sense::kWriteError);
     }
     return Outcome::good(transferred);
@@ -58,20 +58,20 @@ Outcome Lun::written(uint64_t transferred, bool fua) {
 
 Outcome Lun::read(const Read& command, const GuestBuffers& data_in) {
     const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_.read(command.lba * sizes_.logical, data_in.slice(0, bytes));
+    auto done = image_->read(command.lba * sizes_.logical, data_in.slice(0, bytes));
     if (!done) return failed("read", done.error(), sense::kReadError);
     return Outcome::good(bytes);
 }
 
 Outcome Lun::write(const Write& command, const GuestBuffers& data_out) {
     const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_.write(command.lba * sizes_.logical, data_out.slice(0, bytes));
+    auto done = image_->write(command.lba * sizes_.logical, data_out.slice(0, bytes));
     if (!done) return failed("write", done.error(), write_sense(done.error()));
     return written(bytes, command.fua);
 }
 
 Outcome Lun::synchronize_cache() {
-    if (auto flushed = image_.flush(); !flushed)
+    if (auto flushed = image_->flush(); !flushed)
         return failed("flush", flushed.error(), sense::kWriteError);
     return Outcome::good();
 }
@@ -81,7 +81,7 @@ Outcome Lun::unmap(const GuestBuffers& parameter_list) {
     if (!ranges) return Outcome::check(ranges.error());
     for (const BlockRange& range : *ranges) {
         auto done =
-            image_.discard(range.lba * sizes_.logical, uint64_t{range.blocks} * sizes_.logical);
+            image_->discard(range.lba * sizes_.logical, uint64_t{range.blocks} * sizes_.logical);
         if (!done) return failed("unmap", done.error(), sense::kWriteError);
     }
     return Outcome::good(parameter_list.size());
@@ -95,12 +95,12 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
     const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
     const uint64_t sent = command.no_data_out ? 0 : block.size();
     if (std::ranges::all_of(block, [](uint8_t b) { return b == 0; })) {
-        auto done = image_.write_zeroes(offset, bytes, command.unmap);
+        auto done = image_->write_zeroes(offset, bytes, command.unmap);
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
         return written(sent, false);
     }
     // Another pattern: the host's copy of the block, in every piece of each vectored write.
-    auto done = image_.write_repeated(offset, bytes, GuestBuffers::Part(block));
+    auto done = image_->write_repeated(offset, bytes, GuestBuffers::Part(block));
     if (!done) return failed("write same", done.error(), write_sense(done.error()));
     return written(sent, false);
 }
@@ -114,7 +114,7 @@ Outcome Lun::verify(const Verify& command, const GuestBuffers& data_out) {
     for (uint64_t done = 0; done < bytes;) {
         const size_t n = std::min<uint64_t>(medium.size(), bytes - done);
         const auto part = GuestBuffers::Part(std::span(medium).first(n));
-        auto read = image_.read(offset + done, GuestBuffers(std::span(&part, 1)));
+        auto read = image_->read(offset + done, GuestBuffers(std::span(&part, 1)));
         if (!read) return failed("verify", read.error(), sense::kReadError);
         data_out.copy_to(done, std::span(sent).first(n));
         if (!std::ranges::equal(std::span(medium).first(n), std::span(sent).first(n)))
@@ -155,7 +155,7 @@ void Lun::reset() {
 }
 
 uint64_t Lun::reread_capacity() {
-    const uint64_t bytes = image_.reread_size(sizes_.logical);
+    const uint64_t bytes = image_->reread_size(sizes_.logical);
     if (blocks_.exchange(bytes / sizes_.logical) != bytes / sizes_.logical)
         attention_.fetch_or(kCapacityChanged);
     return bytes;

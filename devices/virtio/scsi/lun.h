@@ -6,17 +6,18 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
+#include "devices/block/disk_image.h"
 #include "devices/virtio/block_size.h"
-#include "devices/virtio/disk_image.h"
-#include "devices/virtio/guest_buffers.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/mode_select.h"
 #include "devices/virtio/scsi/responses.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -69,7 +70,7 @@ class Lun {
 
     enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2 };
 
-    DiskImage image_;
+    std::unique_ptr<block::DiskImage> image_;
     const BlockSizes sizes_;
     const bool read_only_;
     std::atomic<uint64_t> blocks_;

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <optional>
 
-#include "devices/virtio/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/scsi/cdb.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 

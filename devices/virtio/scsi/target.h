@@ -11,9 +11,9 @@
 #include <span>
 #include <vector>
 
-#include "devices/virtio/guest_buffers.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/lun.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 

@@ -7,13 +7,13 @@
 
 #include <memory>
 
+#include "devices/block/temp_image.h"
 #include "devices/virtio/scsi/big_endian.h"
-#include "devices/virtio/test_image.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
 
-using virtio::testing::TempImage;
+using block::testing::TempImage;
 
 constexpr uint64_t kBlocks = 64;
 const std::vector<uint8_t> kTestUnitReady{0x00, 0, 0, 0, 0, 0};
@@ -51,15 +51,15 @@ class TargetTest : public ::testing::Test {
 };
 
 TEST_F(TargetTest, WritesAndReadsBlocks) {
-    const auto written = run(0, rw10(0x2a, 4, 2), 0, virtio::testing::pattern(1024, 3));
+    const auto written = run(0, rw10(0x2a, 4, 2), 0, block::testing::pattern(1024, 3));
     EXPECT_EQ(written.delivery, Delivery::Done);
     EXPECT_FALSE(written.outcome.sense);
     EXPECT_EQ(written.outcome.transferred, 1024u);
-    EXPECT_EQ(images[0]->read(4 * 512, 1024), virtio::testing::pattern(1024, 3));
+    EXPECT_EQ(images[0]->read(4 * 512, 1024), block::testing::pattern(1024, 3));
 
     const auto read = run(0, rw10(0x28, 4, 2), 1024);
     EXPECT_FALSE(read.outcome.sense);
-    EXPECT_EQ(data_in, virtio::testing::pattern(1024, 3));
+    EXPECT_EQ(data_in, block::testing::pattern(1024, 3));
 
     EXPECT_FALSE(run(0, rw10(0x2a, 0, 1, 0x08), 0, std::vector<uint8_t>(512, 1)).outcome.sense)
         << "FUA";
@@ -136,9 +136,9 @@ TEST_F(TargetTest, UnmapAndWriteSameDeallocateAndZero) {
     EXPECT_FALSE(run(0, same, 0, std::vector<uint8_t>(512, 0)).outcome.sense);
     EXPECT_EQ(images[0]->read(20 * 512, 4 * 512), std::vector<uint8_t>(4 * 512, 0));
     same[1] = 0;
-    EXPECT_FALSE(run(0, same, 0, virtio::testing::pattern(512, 9)).outcome.sense);
+    EXPECT_FALSE(run(0, same, 0, block::testing::pattern(512, 9)).outcome.sense);
     for (int block = 20; block < 24; ++block)
-        EXPECT_EQ(images[0]->read(block * 512, 512), virtio::testing::pattern(512, 9)) << block;
+        EXPECT_EQ(images[0]->read(block * 512, 512), block::testing::pattern(512, 9)) << block;
 }
 
 TEST_F(TargetTest, AHostReadErrorIsAMediumError) {
@@ -154,9 +154,9 @@ TEST_F(TargetTest, AnUnmapWithNoParameterListIsGood) {
 
 TEST_F(TargetTest, WriteSameTenRepeatsTheBlock) {
     const std::vector<uint8_t> same{0x41, 0, 0, 0, 0, 30, 0, 0, 3, 0};  // LBA 30, 3 blocks
-    ASSERT_FALSE(run(0, same, 0, virtio::testing::pattern(512, 4)).outcome.sense);
+    ASSERT_FALSE(run(0, same, 0, block::testing::pattern(512, 4)).outcome.sense);
     for (int block = 30; block < 33; ++block)
-        EXPECT_EQ(images[0]->read(block * 512, 512), virtio::testing::pattern(512, 4)) << block;
+        EXPECT_EQ(images[0]->read(block * 512, 512), block::testing::pattern(512, 4)) << block;
     EXPECT_EQ(images[0]->read(33 * 512, 512), std::vector<uint8_t>(512, 0xaa));
     EXPECT_EQ(run(300, same, 0, std::vector<uint8_t>(512, 0)).outcome.sense,
               sense::kWriteProtected);
@@ -310,11 +310,11 @@ TEST(TargetConfig, RefusesBadBlockSizes) {
 
 TEST(TargetConfig, RefusesLunsPastTheLimitTwiceOrEmpty) {
     TempImage a(512), b(512), empty(0);
-    EXPECT_THROW(Target({{a.path(), kMaxLun + 1, false, "a"}}), std::invalid_argument);
-    EXPECT_THROW(Target({{a.path(), 3, true, "a"}, {b.path(), 3, true, "b"}}),
+    EXPECT_THROW(Target({{a.path(), kMaxLun + 1, false, "a", {}}}), std::invalid_argument);
+    EXPECT_THROW(Target({{a.path(), 3, true, "a", {}}, {b.path(), 3, true, "b", {}}}),
                  std::invalid_argument);
-    EXPECT_THROW(Target({{empty.path(), 0, false, "e"}}), std::runtime_error);
-    EXPECT_NO_THROW(Target({{a.path(), kMaxLun, false, "a"}}));
+    EXPECT_THROW(Target({{empty.path(), 0, false, "e", {}}}), std::runtime_error);
+    EXPECT_NO_THROW(Target({{a.path(), kMaxLun, false, "a", {}}}));
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "devices/virtio/device.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_memory.h"
 
 namespace mvmm::devices::virtio::scsi {
