@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
     double wait_seconds = 0;
     double timeout_seconds = 30;
     app.add_option("--socket", socket_path, "mvmm's --api-socket path")->required();
-    app.add_option("command", command, "query-status, query-memory, trim-memory, quit, ...")
+    app.add_option("command", command, "query-status, query-memory, trim-memory, resize-disk, quit")
         ->required();
     app.add_option("--arguments", arguments_text, "the command's arguments, a JSON object");
     app.add_option("--wait", wait_seconds, "keep trying to connect this long (mvmm starting up)")

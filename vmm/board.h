@@ -36,6 +36,7 @@ struct BoardEvents {
 struct DiskView {
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    DiskResizer resize;                              // the device's
 };
 
 struct Board {

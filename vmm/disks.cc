@@ -17,8 +17,13 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
+            DiskResizer resize = [blk = device.get(),
+                                  path = config.path](const std::string& asked) {
+                return asked == path ? std::optional(blk->resize_from_image()) : std::nullopt;
+            };
             disks.push_back({config.bus, std::move(device),
-                             fmt::format("disk {} ({})", disks.size(), config.path), counters});
+                             fmt::format("disk {} ({})", disks.size(), config.path), counters,
+                             std::move(resize)});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
         }
@@ -27,9 +32,17 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
+            // A read-only image may be several LUNs: each of them learns the new size.
+            DiskResizer resize = [scsi = device.get(),
+                                  luns = config.luns](const std::string& asked) {
+                std::optional<uint64_t> size;
+                for (const auto& lun : luns)
+                    if (lun.path == asked) size = scsi->reread_capacity(lun.target, lun.lun);
+                return size;
+            };
             disks.push_back({bus, std::move(device),
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
-                             counters});
+                             counters, std::move(resize)});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
             throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }

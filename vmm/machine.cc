@@ -1,5 +1,8 @@
 #include "vmm/machine.h"
 
+#include <optional>
+#include <stdexcept>
+
 #include <spdlog/spdlog.h>
 
 #include "devices/serial/uart16550.h"
@@ -36,6 +39,14 @@ nlohmann::json Machine::query_status() {
             {"scsi_controllers", config.disks.scsi.size()},
             {"memory_bytes", board_.memory.total_size()},
             {"uptime_ms", std::chrono::duration_cast<std::chrono::milliseconds>(uptime).count()}};
+}
+
+nlohmann::json Machine::resize_disk(const std::string& path) {
+    std::optional<uint64_t> size;
+    for (const auto& disk : board_.disks)
+        if (auto resized = disk.resize(path)) size = resized;
+    if (!size) throw std::invalid_argument("no --disk has path=" + path);
+    return {{"path", path}, {"size_bytes", *size}};
 }
 
 void Machine::quit() {

@@ -36,6 +36,7 @@ class Machine : public api::ApiHandler {
 
     // The management socket's view.
     nlohmann::json query_status() override;
+    nlohmann::json resize_disk(const std::string& path) override;
     void quit() override;
 
     // At exit: memory, trims, address-space rebuilds, VM exits (the `exit stats` line).

@@ -257,7 +257,47 @@ def scsi_seeds():
          parameter_list=unmap_list((8, 8), ((1 << 64) - 4, 8)))
 
 
+# --- fuzz_scsi and fuzz_scsi_control ----------------------------------------------------------
+def scsi_lun(target, lun):
+    return bytes([1, target, 0x40 | lun >> 8, lun & 0xff, 0, 0, 0, 0])
+
+
+def scsi_command(target, lun, cdb, out=b"", data_in=0, tag=0):
+    """A command chain: virtio_scsi_cmd_req with a 32-byte CDB, data-out, response, data-in."""
+    request = scsi_lun(target, lun) + u64(tag) + bytes(3) + bytes(cdb).ljust(32, b"\0")
+    buffers = [readable(request)] + ([readable(out)] if out else []) + [writable(108)]
+    return chain(*buffers, *([writable(data_in)] if data_in else []))
+
+
+def tmf(subtype, target, lun, tag=0):
+    return chain(readable(u32(0) + u32(subtype) + scsi_lun(target, lun) + u64(tag)), writable(1))
+
+
+def scsi_request_seeds():
+    layout = u8(0) + u32(32) + u32(96)
+    read10 = [0x28, 0] + list(be(2, 4)) + [0] + list(be(1, 2)) + [0]
+    write10 = [0x2a, 0] + list(be(2, 4)) + [0] + list(be(1, 2)) + [0]
+    write("scsi", "scan", layout + scsi_command(0, 0, [0x03, 0, 0, 0, 18, 0], data_in=18)
+          + scsi_command(0, 0, [0x12, 0, 0, 0, 96, 0], data_in=96)
+          + scsi_command(0, 0, [0xa0, 0, 0, 0, 0, 0] + list(be(256, 4)) + [0, 0], data_in=256)
+          + scsi_command(3, 0, [0x9e, 0x10] + [0] * 8 + list(be(32, 4)) + [0, 0], data_in=32))
+    write("scsi", "read-write", layout + scsi_command(0, 0, write10, out=bytes(range(256)) * 2)
+          + scsi_command(0, 0, read10, data_in=512)
+          + scsi_command(0, 1, [0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0], out=bytes(4096)))
+    write("scsi", "verify-mode-select", layout
+          + scsi_command(0, 0, [0x2f, 2, 0, 0, 0, 2, 0, 0, 1, 0], out=bytes(512))
+          + scsi_command(0, 0, [0x15, 0x10, 0, 0, 24, 0],
+                         out=bytes([0, 0, 0x10, 0]) + bytes([8, 18]) + bytes(18))
+          + scsi_command(0, 0, [0xa3, 0x0c, 1, 0x28, 0, 0, 0, 0, 1, 0, 0, 0], data_in=256))
+    write("scsi", "bad-target-and-short-header", layout + scsi_command(9, 0, [0x00])
+          + chain(readable(bytes(10)), writable(108)))
+    write("scsi_control", "reset-with-queued-commands", u8(2)
+          + scsi_command(0, 0, read10, data_in=512, tag=1) + scsi_command(0, 1, [0x00], tag=2)
+          + tmf(5, 0, 0) + tmf(0, 0, 1, tag=2) + tmf(6, 0, 0, tag=1) + tmf(4, 3, 0)
+          + chain(readable(u32(1) + scsi_lun(0, 0) + u32(0xff)), writable(5)))
+
+
 if __name__ == "__main__":
     for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, api_seeds, bzimage_seeds, options_seeds,
-                  scsi_seeds):
+                  scsi_seeds, scsi_request_seeds):
         seeds()

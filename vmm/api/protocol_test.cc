@@ -83,6 +83,28 @@ TEST_F(Protocol, HandlerFailureIsAGenericError) {
     EXPECT_NE(reply["error"]["desc"].get<std::string>().find("on fire"), std::string::npos);
 }
 
+TEST_F(Protocol, ResizeDiskPassesThePathToTheHandler) {
+    EXPECT_EQ(run(R"({"execute": "resize-disk", "arguments": {"path": "disk.img"}})"),
+              (json{{"return", {{"path", "disk.img"}, {"size_bytes", 4096}}}}));
+    const json unknown = run(R"({"execute": "resize-disk", "arguments": {"path": "other.img"}})");
+    EXPECT_EQ(unknown["error"]["class"], "GenericError");
+    EXPECT_NE(unknown["error"]["desc"].get<std::string>().find("no --disk has path=other.img"),
+              std::string::npos)
+        << unknown;
+}
+
+TEST_F(Protocol, ResizeDiskNeedsAPathAndNothingElse) {
+    for (const char* line :
+         {R"({"execute": "resize-disk"})", R"({"execute": "resize-disk", "arguments": {}})",
+          R"({"execute": "resize-disk", "arguments": {"path": 3}})",
+          R"({"execute": "resize-disk", "arguments": {"path": "disk.img", "id": "x"}})",
+          R"({"execute": "query-status", "arguments": {"path": "disk.img"}})"}) {
+        EXPECT_EQ(error_class(line), "GenericError") << line;
+    }
+    const std::string desc = run(R"({"execute": "resize-disk"})")["error"]["desc"];
+    EXPECT_NE(desc.find(R"(needs "arguments": {"path": ...})"), std::string::npos) << desc;
+}
+
 TEST_F(Protocol, QuitRepliesFirstAndLeavesTheCallToTheServer) {
     const Response response = execute_line(R"({"execute": "quit", "arguments": {}})", handler);
     EXPECT_EQ(response.reply, (json{{"return", json::object()}}));
