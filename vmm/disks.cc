@@ -17,7 +17,7 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
-            disks.push_back({config.bus, std::move(device),
+            disks.push_back({config.bus, std::move(device), fmt::format("disk{}", disks.size()),
                              fmt::format("disk {} ({})", disks.size(), config.path), counters});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
@@ -27,7 +27,7 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
-            disks.push_back({bus, std::move(device),
+            disks.push_back({bus, std::move(device), config.id,
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
                              counters});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked

@@ -19,6 +19,7 @@ namespace mvmm {
 struct Disk {
     devices::virtio::blk::DiskBus bus;
     std::unique_ptr<devices::virtio::Device> device;
+    std::string id;                                  // "disk3", or the SCSI controller's id
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
 };

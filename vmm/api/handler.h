@@ -14,6 +14,12 @@ class ApiHandler {
     // An exception becomes a GenericError reply.
     virtual nlohmann::json query_status() = 0;
 
+    // Disk hot-plug (vmm/disk_hotplug.h): add-disk takes --disk's keys, remove-disk {id}.
+    // An exception becomes a GenericError reply; a failed request changes nothing.
+    virtual nlohmann::json add_disk(const nlohmann::json& arguments) = 0;
+    virtual nlohmann::json remove_disk(const nlohmann::json& arguments) = 0;
+    virtual nlohmann::json query_disks() = 0;
+
     // Ends the VMM.  Called once the reply to quit has been written to the client's socket.
     virtual void quit() = 0;
 };

@@ -13,16 +13,29 @@ using nlohmann::json;
 
 struct Command {
     std::string_view name;
-    json (*run)(ApiHandler& handler);
+    json (*run)(ApiHandler& handler, const json& arguments);
+    bool takes_arguments = false;  // else any argument is an error
     bool quit = false;
 };
 
 constexpr std::array kCommands{
-    Command{"query-status", [](ApiHandler& handler) { return handler.query_status(); }},
-    Command{"query-memory", [](ApiHandler&) { return query_memory(); }},
-    Command{"trim-memory", [](ApiHandler&) { return trim_memory(); }},
+    Command{"query-status",
+            [](ApiHandler& handler, const json&) { return handler.query_status(); }},
+    Command{"query-memory", [](ApiHandler&, const json&) { return query_memory(); }},
+    Command{"trim-memory", [](ApiHandler&, const json&) { return trim_memory(); }},
+    Command{"query-memory-policy", [](ApiHandler&, const json&) { return query_memory_policy(); }},
+    Command{"set-memory-policy",
+            [](ApiHandler&, const json& arguments) { return set_memory_policy(arguments); }, true},
+    Command{"query-disks", [](ApiHandler& handler, const json&) { return handler.query_disks(); }},
+    Command{"add-disk",
+            [](ApiHandler& handler, const json& arguments) { return handler.add_disk(arguments); },
+            true},
+    Command{
+        "remove-disk",
+        [](ApiHandler& handler, const json& arguments) { return handler.remove_disk(arguments); },
+        true},
     // The handler's quit() runs once the empty reply is on its way.
-    Command{"quit", [](ApiHandler&) { return json::object(); }, true},
+    Command{"quit", [](ApiHandler&, const json&) { return json::object(); }, false, true},
 };
 
 const Command* find_command(std::string_view name) {
@@ -77,13 +90,15 @@ Response execute(const json& request, ApiHandler& handler) {
         return {error_reply(ErrorClass::CommandNotFound,
                             "unknown command '" + command_name + "'; known: " + known_commands())};
     }
-    if (arguments != request.end() && !arguments->empty()) {
-        return {error_reply(ErrorClass::GenericError, "'" + command_name +
-                                                          "' takes no arguments; unexpected '" +
-                                                          arguments->begin().key() + "'")};
+    const json no_arguments = json::object();
+    const json& given = arguments != request.end() ? *arguments : no_arguments;
+    if (!command->takes_arguments && !given.empty()) {
+        return {error_reply(
+            ErrorClass::GenericError,
+            "'" + command_name + "' takes no arguments; unexpected '" + given.begin().key() + "'")};
     }
     try {
-        return {json{{"return", command->run(handler)}}, command->quit};
+        return {json{{"return", command->run(handler, given)}}, command->quit};
     } catch (const std::exception& e) {
         return {error_reply(ErrorClass::GenericError, command_name + ": " + e.what())};
     }

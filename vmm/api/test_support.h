@@ -24,6 +24,14 @@ namespace mvmm::api::test_support {
 class FakeHandler : public ApiHandler {
   public:
     nlohmann::json query_status() override;
+    // The disk commands echo what they were given.
+    nlohmann::json add_disk(const nlohmann::json& arguments) override {
+        return {{"added", arguments}};
+    }
+    nlohmann::json remove_disk(const nlohmann::json& arguments) override {
+        return {{"removing", arguments}};
+    }
+    nlohmann::json query_disks() override { return {{"disks", nlohmann::json::array()}}; }
     void quit() override { ++quits; }
 
     std::atomic<int> quits{0};

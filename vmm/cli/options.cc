@@ -129,9 +129,9 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
     return option;
 }
 
-void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk", {"path", "readonly", "serial", "queues", "queue-size", "bus",
-                                   "controller", "lun"});
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
+    OptionParser parser(std::move(flag), {"path", "readonly", "serial", "queues", "queue-size",
+                                          "bus", "controller", "lun"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
