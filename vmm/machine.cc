@@ -15,8 +15,8 @@ Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context
       vcpus_(
           board_.vcpus, board_.mmio, board_.pio,
           [this](ExitCode code, const std::string& reason) { request_exit(code, reason); }, report),
-      disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io, plan_.config.request_alloc,
-              vcpus_.diagnostics()},
+      disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io,
+              plan_.config.request_alloc, vcpus_.diagnostics()},
              board_.disks) {
     for (const auto& disk : board_.disks)
         vcpus_.diagnostics().add_device(disk.name, *disk.counters);
