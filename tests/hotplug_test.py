@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Disk hot-plug in a running guest (issue 27): add-disk and remove-disk over the management socket, with Linux's
-pciehp on the other side (guest-images/scripts/hotplug, driven by tools/bench/hotplug_cycles.sh).
+pciehp on the other side (guest-images/scripts/hotplug, driven by tools/mvmmtools/bench/hotplug_cycles.sh).
 
 - 200 add/remove cycles of a virtio-blk disk (MVMM_HOTPLUG_CYCLES overrides): the guest writes and reads each disk
   while it is present; mvmm's fd count, RSS and heap Rss stay flat after a warm-up; the trim policy changes half way
@@ -14,10 +14,9 @@ import json
 import os
 import re
 import tempfile
-from pathlib import Path
 
 import guest
-from guest import Run, expect, guest_args
+from guest import REPO, Run, expect, guest_args
 
 MiB = 1 << 20
 CYCLES = int(os.environ.get("MVMM_HOTPLUG_CYCLES", "200"))

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace {
 

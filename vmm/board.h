@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/bus/address_space.h"
 #include "devices/pci/host_bridge.h"
 #include "devices/power/acpi_pm.h"
-#include "mem/address_space.h"
 #include "mem/guest_memory.h"
 #include "vmm/cli/validate.h"
 #include "vmm/console.h"

@@ -2,7 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "devices/serial/uart16550.h"
-#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "mem/guest_ram.h"
 #include "vmm/acpi/tables.h"
 #include "vmm/board.h"

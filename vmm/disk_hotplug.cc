@@ -7,8 +7,8 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "devices/virtio/blk/device.h"
-#include "devices/virtio/pci/function.h"
+#include "devices/virtio/blk/blk_device.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "vmm/cli/options.h"
 #include "vmm/cli/usage_error.h"
 

@@ -32,7 +32,7 @@
 
 #include "devices/pci/host_bridge.h"
 #include "mem/guest_memory.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 #include "vmm/board.h"
 #include "vmm/vcpu/vcpu_diagnostics.h"
 

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/blk/test_image.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/block/temp_image.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "devices/virtio/test_io.h"
 
 namespace mvmm {
@@ -35,7 +35,7 @@ class DiskHotplugTest : public ::testing::Test {
     }
     json disks() { return hotplug.query()["disks"]; }
 
-    devices::virtio::testing::TempImage image{64 * 1024};
+    devices::block::testing::TempImage image{64 * 1024};
     boost::asio::io_context io;
     devices::testing::PciHarness h;
     devices::virtio::testing::TestGuest guest{1 << 20};
@@ -90,7 +90,7 @@ TEST_F(DiskHotplugTest, APoweredSlotWaitsForTheGuest) {
 }
 
 TEST_F(DiskHotplugTest, BadRequestsChangeNothing) {
-    devices::virtio::testing::TempImage second{64 * 1024}, third{64 * 1024};
+    devices::block::testing::TempImage second{64 * 1024}, third{64 * 1024};
     hotplug.add({{"path", image.path()}});
     const json before = hotplug.query();
     EXPECT_THROW(hotplug.remove({{"id", "disk9"}}), std::invalid_argument);

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/scsi/controller.h"
 #include "vmm/cli/usage_error.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "devices/virtio/blk/config.h"
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/virtio_device.h"
 #include "vmm/cli/options.h"
 
 namespace mvmm {

@@ -43,10 +43,10 @@
 #include <variant>
 #include <vector>
 
+#include "devices/bus/address_space.h"
 #include "devices/pci/bus.h"
-#include "devices/pci/function.h"
+#include "devices/pci/pci_function.h"
 #include "devices/platform.h"
-#include "mem/address_space.h"
 
 namespace mvmm::devices::pci {
 

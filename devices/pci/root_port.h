@@ -28,8 +28,8 @@
 #include <functional>
 
 #include "devices/pci/config_space.h"
-#include "devices/pci/function.h"
 #include "devices/pci/msi.h"
+#include "devices/pci/pci_function.h"
 #include "devices/platform.h"
 
 namespace mvmm::devices::pci {

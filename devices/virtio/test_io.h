@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "devices/virtio/queue_worker.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::testing {
 

@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "vmm/api/handler.h"
 #include "vmm/api/server.h"
 

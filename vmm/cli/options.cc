@@ -5,8 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "devices/virtio/disk_image.h"
-
+#include "devices/block/disk_image.h"
 #include "vmm/cli/option_parser.h"
 
 namespace mvmm {
@@ -43,10 +42,20 @@ uint16_t queue_size(const OptionParser& parser) {
             .value_or(virtio::kDefaultQueueSize));
 }
 
+// format=raw|qcow2; without it the image's header decides.
+devices::block::ImageOptions image_options(const OptionParser& parser) {
+    using devices::block::ImageFormat;
+    devices::block::ImageOptions options;
+    options.format = parser.choice("format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}},
+                                   ImageFormat::Auto);
+    return options;
+}
+
 blk::DiskConfig blk_disk(const OptionParser& parser) {
     if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
+    config.image = image_options(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
@@ -93,10 +102,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
+    lun.image = image_options(parser);
     lun.read_only = parser.toggle("readonly", false);
     lun.serial =
         serial(parser, scsi::kMaxSerialBytes)
-            .value_or(devices::virtio::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
+            .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
     lun.lun = lun_number(parser, *controller);
     // /dev/disk/by-id names come from the serial: two LUNs with one would share them.
@@ -130,8 +140,8 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
-    OptionParser parser(std::move(flag), {"path", "readonly", "serial", "queues", "queue-size",
-                                          "bus", "controller", "lun"});
+    OptionParser parser(std::move(flag), {"path", "format", "readonly", "serial", "queues",
+                                          "queue-size", "bus", "controller", "lun"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

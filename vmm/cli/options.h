@@ -8,8 +8,8 @@
 
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/scsi/config.h"
+#include "devices/virtio/slot_pool.h"
 #include "mem/ram_config.h"
-#include "mem/slot_pool.h"
 
 namespace mvmm {
 

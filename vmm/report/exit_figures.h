@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices/bus/address_space.h"
 #include "devices/virtio/queue_counters.h"
-#include "mem/address_space.h"
 #include "rcu/trim.h"
 #include "vmm/report/process_memory.h"
 

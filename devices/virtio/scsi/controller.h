@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/control.h"
 #include "devices/virtio/scsi/request.h"
 #include "devices/virtio/scsi/target.h"
+#include "devices/virtio/virtio_device.h"
 
 namespace boost::asio {
 class io_context;

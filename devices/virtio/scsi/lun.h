@@ -4,13 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
-#include "devices/virtio/disk_image.h"
-#include "devices/virtio/guest_buffers.h"
+#include "devices/block/disk_image.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/responses.h"
@@ -46,7 +47,7 @@ class Lun {
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
 
-    DiskImage image_;
+    std::unique_ptr<block::DiskImage> image_;
     LunInfo info_;
     LunIdentity identity_;
     std::atomic<bool> io_error_logged_{false};
