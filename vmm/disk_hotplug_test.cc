@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include "devices/pci/test_harness.h"
 #include "devices/block/temp_image.h"
-#include "devices/virtio/test_queue_driver.h"
+#include "devices/pci/test_harness.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm {
 namespace {

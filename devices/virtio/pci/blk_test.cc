@@ -14,8 +14,8 @@
 #include "devices/virtio/blk/test_disk.h"
 #include "devices/virtio/pci/test_pci_driver.h"
 #include "devices/virtio/pci/virtio_pci_function.h"
-#include "devices/virtio/test_queue_driver.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {

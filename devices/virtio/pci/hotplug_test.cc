@@ -11,10 +11,10 @@
 #include "devices/pci/test_harness.h"
 #include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/blk/test_disk.h"
-#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/pci/test_pci_driver.h"
-#include "devices/virtio/test_queue_driver.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {
