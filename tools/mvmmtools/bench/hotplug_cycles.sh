@@ -6,7 +6,8 @@
 # (ms= is that time) and the guest has seen it go (its hotplug-gone marker), and print one line per cycle:
 #   HP-CYCLE i=<cycle> ms=<add to let go> retries=<adds refused while the port was being emptied>
 #            bars=<PCI BAR regions in mvmm's MMIO space; -1 for QEMU> fds=<the VMM's open fds> rss_kib=<VmRSS>
-#            heap_kib=<[heap] Rss> trims=<mvmm's by its policy; -1 for QEMU> trim_ns=<their time; -1 for QEMU>
+#            vmm_rss_kib=<Rss beyond guest RAM (the largest mapping)> heap_kib=<[heap] Rss>
+#            trims=<mvmm's by its policy; -1 for QEMU> trim_ns=<their time; -1 for QEMU>
 # HP_VMM=mvmm (default): HP_SOCKET is its --api-socket; add-disk, remove-disk, and query-disks until the disk is
 # gone (flushed and closed). HP_VMM=qemu: HP_SOCKET is QEMU's QMP socket; blockdev-add and device_add into
 # pcie-root-port rp0, then blockdev-del until it succeeds (the device is gone and the image closed).
@@ -16,6 +17,11 @@ qmp() { "$MVMM_CTL" --qmp --socket "$HP_SOCKET" --wait 120 "$@"; }
 field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 now_ms() { read -r _up _ </proc/uptime; echo $((${_up%.*} * 1000 + 10 * 1${_up#*.} - 1000)); }
 heap_kib() { awk '/\[heap\]/ { heap = 1 } heap && /^Rss:/ { print $2; exit }' "/proc/$1/smaps"; }
+# The Rss of every mapping but the largest (guest RAM, which the guest's page cache fills as it likes).
+vmm_rss_kib() {
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { m++ } /^Size:/ { size[m] = $2 } /^Rss:/ { rss[m] = $2; total += $2 }
+		END { big = 1; for (i in size) if (size[i] > size[big]) big = i; print total - rss[big] }' "/proc/$1/smaps"
+}
 if [ "${HP_VMM:-mvmm}" = qemu ]; then
 	pid=$(pidof qemu-system-x86_64)
 	add() {
@@ -29,7 +35,7 @@ if [ "${HP_VMM:-mvmm}" = qemu ]; then
 	present() { ! qmp blockdev-del "node-name=n$i" >/dev/null; }
 	counters() { echo "bars=-1 trims=-1 trim_ns=-1"; }
 else
-	pid=$(pidof mvmm || echo "$MVMM_PID")
+	pid=${MVMM_PID:-$(pidof mvmm)}
 	add() { reply=$(ctl add-disk "path=$HP_DIR/d$((i % 2)).img" "serial=hotplug$i") && id=$(echo "$reply" |
 		sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); }
 	remove() { ctl remove-disk "id=$id" >/dev/null; }
@@ -64,7 +70,8 @@ while [ "$i" -lt "$HP_CYCLES" ]; do
 		sleep 0.02
 	done
 	echo "HP-CYCLE i=$i ms=$((end - start)) retries=$retries fds=$(ls /proc/"$pid"/fd | wc -l)" \
-		"rss_kib=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/"$pid"/status) heap_kib=$(heap_kib "$pid")" \
+		"rss_kib=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/"$pid"/status) vmm_rss_kib=$(vmm_rss_kib "$pid")" \
+		"heap_kib=$(heap_kib "$pid")" \
 		"$(counters)"
 	i=$((i + 1))
 done
