@@ -93,6 +93,7 @@ def run(args):
         else:
             output = []
             host = TestHost(HostConfig(script=f.name, mvmm=mvmm, peer_qemu=not args.no_qemu,
+                                       files=tuple(str(guest_image(n)) for n in ("kernel", "guest_initrd")),
                                        binaries=(str(MVMM_CTL),), cpus=args.host_cpus, timeout=timeout))
             code = host.run(output.append)
             out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
