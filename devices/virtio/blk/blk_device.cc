@@ -109,9 +109,9 @@ uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
     auto request = parse(chain, info);
     if (!request) {
         ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), to_string(request.error()));
-        if (request.error() == BlkError::NoStatusByte) return 0;
-        status = status_for(request.error());
+        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), request.error().what);
+        if (request.error() == blk_error::kNoStatusByte) return 0;
+        status = request.error().status;
     } else if (auto done = execute(*request, *image, serial, write_through); !done) {
         ++counters_.io_errors;
         spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
