@@ -58,6 +58,7 @@ class Run:
     # Run Debian's QEMU (mvmmtools.testhost.PEER_QEMU: -accel kvm -M q35 -cpu host -nographic -no-reboot) with these
     # arguments instead of mvmm, as the peer a test compares mvmm's guest-visible behaviour with.
     peer_qemu: bool = False
+    run_timeout: int = None  # s mvmm may run in the test host before it is killed as hung (default RUN_TIMEOUT)
     code: int = None
     output: str = ""
 
@@ -141,7 +142,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
         program = "$PEER_QEMU" if r.peer_qemu else '"$MVMM"'
-        command = f'timeout -s KILL {RUN_TIMEOUT} {program} {" ".join(shlex.quote(w) for w in words)}'
+        command = f'timeout -s KILL {r.run_timeout or RUN_TIMEOUT} {program} {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
@@ -171,7 +172,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
             raise Hang(f"run {i} did not finish in the test host (exit {code}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
         if r.code == KILLED:
-            raise Hang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
+            raise Hang(f"run {i} made no progress for {r.run_timeout or RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)

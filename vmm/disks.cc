@@ -10,6 +10,12 @@
 
 namespace mvmm {
 
+DiskResizer blk_resizer(devices::virtio::blk::BlkDevice& blk, std::string path) {
+    return [&blk, path = std::move(path)](const std::string& asked) {
+        return asked == path ? std::optional(blk.resize_from_image()) : std::nullopt;
+    };
+}
+
 std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context& io) {
     namespace virtio = devices::virtio;
     std::vector<Disk> disks;
@@ -17,11 +23,8 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
-            DiskResizer resize = [blk = device.get(),
-                                  path = config.path](const std::string& asked) {
-                return asked == path ? std::optional(blk->resize_from_image()) : std::nullopt;
-            };
-            disks.push_back({config.bus, std::move(device),
+            DiskResizer resize = blk_resizer(*device, config.path);
+            disks.push_back({config.bus, std::move(device), fmt::format("disk{}", disks.size()),
                              fmt::format("disk {} ({})", disks.size(), config.path), counters,
                              std::move(resize)});
         } catch (const std::runtime_error& e) {
@@ -40,7 +43,7 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
                     if (lun.path == asked) size = scsi->reread_capacity(lun.target, lun.lun);
                 return size;
             };
-            disks.push_back({bus, std::move(device),
+            disks.push_back({bus, std::move(device), config.id,
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
                              counters, std::move(resize)});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked

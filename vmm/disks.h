@@ -16,6 +16,10 @@
 #include "devices/virtio/virtio_device.h"
 #include "vmm/cli/options.h"
 
+namespace mvmm::devices::virtio::blk {
+class BlkDevice;
+}
+
 namespace mvmm {
 
 // The management socket's resize-disk on one device: its disks opened from `path` read their
@@ -28,10 +32,14 @@ using DiskResizer = std::function<std::optional<uint64_t>(const std::string& pat
 struct Disk {
     devices::virtio::blk::DiskBus bus;
     std::unique_ptr<devices::virtio::Device> device;
+    std::string id;                                  // "disk3", or the SCSI controller's id
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
     DiskResizer resize;                              // the device's, valid as long as it is
 };
+
+// A virtio-blk disk's resizer: `blk` must outlive it.
+DiskResizer blk_resizer(devices::virtio::blk::BlkDevice& blk, std::string path);
 
 // The virtio-blk disks in order, then the SCSI controllers in order.  Throws UsageError naming
 // the option that failed.

@@ -10,14 +10,17 @@
 
 namespace mvmm {
 
-Machine::Machine(BootPlan plan, std::vector<Disk> disks, BootReport* report)
+Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context& io,
+                 BootReport* report)
     : plan_(std::move(plan)),
       report_(report),
       board_(plan_, std::move(disks), {[this](devices::PowerEvent e) { on_power(e); }, report}),
       vcpus_(
           board_.vcpus, board_.mmio, board_.pio,
-          [this](ExitCode code, const std::string& reason) { request_exit(code, reason); },
-          report) {
+          [this](ExitCode code, const std::string& reason) { request_exit(code, reason); }, report),
+      disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io,
+              plan_.config.request_alloc, vcpus_.diagnostics()},
+             board_.disks) {
     for (const auto& disk : board_.disks)
         vcpus_.diagnostics().add_device(disk.name, *disk.counters);
 }
@@ -35,18 +38,28 @@ nlohmann::json Machine::query_status() {
     const Config& config = plan_.config;
     return {{"status", exit_code_ ? "stopping" : "running"},
             {"cpus", config.cpus},
-            {"disks", config.disks.blk.size()},
+            {"disks", disks_.disks().size()},
             {"scsi_controllers", config.disks.scsi.size()},
             {"memory_bytes", board_.memory.total_size()},
             {"uptime_ms", std::chrono::duration_cast<std::chrono::milliseconds>(uptime).count()}};
 }
 
 nlohmann::json Machine::resize_disk(const std::string& path) {
-    std::optional<uint64_t> size;
-    for (const auto& disk : board_.disks)
-        if (auto resized = disk.resize(path)) size = resized;
-    if (!size) throw std::invalid_argument("no --disk has path=" + path);
+    const auto size = disks_.resize(path);
+    if (!size) throw std::invalid_argument("no disk has path=" + path);
     return {{"path", path}, {"size_bytes", *size}};
+}
+
+nlohmann::json Machine::add_disk(const nlohmann::json& arguments) {
+    return disks_.add(arguments);
+}
+
+nlohmann::json Machine::remove_disk(const nlohmann::json& arguments) {
+    return disks_.remove(arguments);
+}
+
+nlohmann::json Machine::query_disks() {
+    return disks_.query();
 }
 
 void Machine::quit() {
@@ -61,7 +74,7 @@ ExitFigures Machine::exit_figures() const {
                            board_.platform.routing_pushes(),
                            plan_.config.request_alloc,
                            {}};
-    for (const auto& disk : board_.disks)
+    for (const auto& disk : disks_.disks())
         machine.devices.push_back({disk.name, disk.counters->statistics()});
     return {read_process_figures(), std::move(machine)};
 }

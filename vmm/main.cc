@@ -58,7 +58,8 @@ class Run {
         rcu::set_trim_policy(plan.config.trim);
         io.start(plan.config.io_threads ? plan.config.io_threads : IoThreads::default_count());
         const std::string api_socket = plan.config.api_socket;
-        Machine machine(std::move(plan), std::move(disks), report_ ? &*report_ : nullptr);
+        Machine machine(std::move(plan), std::move(disks), io.context(),
+                        report_ ? &*report_ : nullptr);
         std::optional<api::ApiServer> api;
         const IoThreadsStopper stop_io_first(io);  // before the socket server and the machine go
         stop_signals.on_signal([&machine](int signal) {

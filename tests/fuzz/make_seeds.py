@@ -167,6 +167,38 @@ def pci_seeds():
     write("pci", "legacy-ports", b"".join(legacy))
 
 
+# --- fuzz_root_port ----------------------------------------------------------------------------
+CFG_WRITE, CFG_READ, PLUG, UNPLUG = 0, 1, 2, 3
+SLOT_CONTROL, SLOT_STATUS, MSI = 0x58, 0x5a, 0x7c  # the PCIe capability at 0x40, MSI after it
+ABPE, CCIE, HPIE, PIC_ON, PIC_OFF, POWER_OFF, DLLSCE = 1, 1 << 4, 1 << 5, 1 << 8, 3 << 8, 1 << 10, 1 << 12
+
+
+def port_step(op, port, offset=0, size=1, value=None):
+    head = u8(op | SIZE_BITS[size] << 2) + u8(port) + u16(offset)
+    return head + (u32(value) if op == CFG_WRITE else b"")
+
+
+def root_port_seeds():
+    """pciehp's life on port 2: numbers and MSI, notifications, a plug, power on, the button, power off."""
+    setup = []
+    for port in range(3):
+        setup += [port_step(CFG_WRITE, port, 0x18, 4, (1 + port) << 8 | (1 + port) << 16),
+                  port_step(CFG_WRITE, port, MSI + 4, 4, 0xfee0_0000),
+                  port_step(CFG_WRITE, port, MSI + 12, 2, 0x40 + port),
+                  port_step(CFG_WRITE, port, MSI + 2, 2, 1),
+                  port_step(CFG_WRITE, port, SLOT_CONTROL, 2, ABPE | CCIE | HPIE | DLLSCE | PIC_OFF | POWER_OFF),
+                  port_step(CFG_WRITE, port, SLOT_STATUS, 2, 0x11f)]
+    enable = ABPE | CCIE | HPIE | DLLSCE
+    cycle = [port_step(PLUG, 2), port_step(CFG_READ, 2, SLOT_STATUS, 2),
+             port_step(CFG_WRITE, 2, SLOT_STATUS, 2, 0x11f), port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_ON),
+             port_step(CFG_READ, 0x82, 0, 4), port_step(UNPLUG, 2),
+             port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_ON | POWER_OFF),
+             port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_OFF | POWER_OFF)]
+    write("root_port", "pciehp-cycle", b"".join(setup + cycle + cycle))
+    write("root_port", "boot-disk-released", b"".join(setup) + port_step(UNPLUG, 0) +
+          port_step(CFG_WRITE, 0, SLOT_CONTROL, 2, POWER_OFF) + port_step(PLUG, 0))
+
+
 # --- fuzz_api ----------------------------------------------------------------------------------
 def api_seeds():
     lines = {
@@ -298,6 +330,6 @@ def scsi_request_seeds():
 
 
 if __name__ == "__main__":
-    for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, api_seeds, bzimage_seeds, options_seeds,
-                  scsi_seeds, scsi_request_seeds):
+    for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, root_port_seeds, api_seeds, bzimage_seeds,
+                  options_seeds, scsi_seeds, scsi_request_seeds):
         seeds()

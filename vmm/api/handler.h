@@ -21,6 +21,11 @@ class ApiHandler {
     // is {"path": ..., "size_bytes": N}.  Throws std::invalid_argument when no disk has that
     // path, std::runtime_error when the image no longer holds whole blocks.
     virtual nlohmann::json resize_disk(const std::string& path) = 0;
+    // Disk hot-plug (vmm/disk_hotplug.h): add-disk takes --disk's keys, remove-disk {id}.
+    // An exception becomes a GenericError reply; a failed request changes nothing.
+    virtual nlohmann::json add_disk(const nlohmann::json& arguments) = 0;
+    virtual nlohmann::json remove_disk(const nlohmann::json& arguments) = 0;
+    virtual nlohmann::json query_disks() = 0;
 
     // Ends the VMM.  Called once the reply to quit has been written to the client's socket.
     virtual void quit() = 0;

@@ -46,8 +46,9 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--scsi-controller", raw.scsi_controllers,
                    "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
                    "[,bus=rootport|root]; repeatable");
-    app.add_option("--empty-root-ports", config.empty_root_ports,
-                   "PCIe root ports with nothing behind them")
+    app.add_option("--root-ports,--empty-root-ports", config.empty_root_ports,
+                   "PCIe root ports with an empty hot-pluggable slot, for add-disk "
+                   "(--empty-root-ports is the old name)")
         ->check(CLI::Range(0u, 248u));
     app.add_option("--request-alloc", raw.request_alloc,
                    "where disk requests in flight live: pool, malloc or calloc")

@@ -164,10 +164,10 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
     return option;
 }
 
-void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser(
-        "--disk", {"path", "format", "readonly", "serial", "queues", "queue-size", "bus",
-                   "controller", "target", "lun", "logical-block-size", "physical-block-size"});
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
+    OptionParser parser(std::move(flag), {"path", "format", "readonly", "serial", "queues",
+                                          "queue-size", "bus", "controller", "target", "lun",
+                                          "logical-block-size", "physical-block-size"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
