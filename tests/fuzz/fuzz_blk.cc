@@ -18,8 +18,8 @@
 #include "base/fd.h"
 #include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_chains.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_chains.h"
+#include "fuzz_support.h"
 
 namespace {
 

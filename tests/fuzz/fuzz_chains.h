@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace mvmm::fuzz {
 

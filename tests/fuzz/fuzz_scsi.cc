@@ -15,9 +15,9 @@
 
 #include "devices/virtio/scsi/controller.h"
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_chains.h"
-#include "tests/fuzz/fuzz_scsi_controller.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_chains.h"
+#include "fuzz_scsi_controller.h"
+#include "fuzz_support.h"
 
 namespace vt = mvmm::devices::virtio::testing;
 using mvmm::devices::virtio::scsi::ScsiController;

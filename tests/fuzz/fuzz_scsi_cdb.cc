@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "devices/virtio/scsi/cdb.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "base/fd.h"
 #include "devices/virtio/scsi/controller.h"
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace mvmm::fuzz {
 
