@@ -18,7 +18,7 @@ using testing::PciHarness;
 // Slot register offsets in the PCI Express capability, and their bits (PCIe Base 4.0, 7.5.3).
 constexpr uint16_t kLinkStatus = 0x12, kSlotCaps = 0x14, kSlotControl = 0x18, kSlotStatus = 0x1a;
 constexpr uint16_t kLinkActive = 1 << 13;
-constexpr uint16_t kAbpe = 1 << 0, kPdce = 1 << 3, kCcie = 1 << 4, kHpie = 1 << 5;
+constexpr uint16_t kAbpe = 1 << 0, kCcie = 1 << 4, kHpie = 1 << 5;
 constexpr uint16_t kPowerIndicatorOff = 3 << 8, kPowerIndicatorOn = 1 << 8;
 constexpr uint16_t kPowerOff = 1 << 10, kDllsce = 1 << 12;
 constexpr uint16_t kAbp = 1 << 0, kPdc = 1 << 3, kCc = 1 << 4, kPds = 1 << 6, kDllsc = 1 << 8;

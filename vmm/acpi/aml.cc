@@ -175,7 +175,11 @@ Bytes arg(uint8_t n) {
 }
 
 Bytes return_value(const Bytes& value) {
-    Bytes out{kReturnOp};
+    // Built by push_back, not from {kReturnOp}: GCC 12 at -O3 warns (wrongly) that the insert
+    // after a one-byte initializer list writes out of bounds.
+    Bytes out;
+    out.reserve(1 + value.size());
+    out.push_back(kReturnOp);
     append(out, value);
     return out;
 }
