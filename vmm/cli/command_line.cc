@@ -42,7 +42,9 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
                    "[,queue-size=N][,bus=rootport|root], or a LUN of a SCSI controller: "
-                   "path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S]; repeatable");
+                   "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
+                   "take [,format=raw][,logical-block-size=512|4096][,physical-block-size=N]; "
+                   "repeatable");
     app.add_option("--scsi-controller", raw.scsi_controllers,
                    "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
                    "[,bus=rootport|root]; repeatable");
