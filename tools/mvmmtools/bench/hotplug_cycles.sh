@@ -39,9 +39,14 @@ else
 	add() { reply=$(ctl add-disk "path=$HP_DIR/d$((i % 2)).img" "serial=hotplug$i") && id=$(echo "$reply" |
 		sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); }
 	remove() { ctl remove-disk "id=$id" >/dev/null; }
-	present() { disks=$(ctl query-disks) && echo "$disks" | grep -q "\"id\":\"$id\""; }
+	# 0: the disk is there; 1: it is gone; 2: query-disks failed ($disks says why).
+	present() {
+		disks=$(ctl query-disks 2>&1) || return 2
+		echo "$disks" | grep -q "\"id\":\"$id\""
+	}
 	counters() {
-		by_policy=$(ctl query-memory | sed 's/.*"by_policy":{\([^}]*\)}.*/\1/')
+		memory=$(ctl query-memory 2>&1) || { echo "query-memory failed: $memory"; return 1; }
+		by_policy=$(echo "$memory" | sed 's/.*"by_policy":{\([^}]*\)}.*/\1/')
 		echo "bars=$(echo "$disks" | field bar_regions) trims=$(echo "$by_policy" | field trims)" \
 			"trim_ns=$(echo "$by_policy" | field time_ns)"
 	}
@@ -62,16 +67,26 @@ while [ "$i" -lt "$HP_CYCLES" ]; do
 		sleep 0.02
 	done
 	if [ "${HP_MODE:-eject}" != eject ]; then remove || echo "HP-ERROR i=$i removal refused"; fi
-	while present; do sleep 0.02; done
+	while :; do
+		present
+		state=$?
+		[ $state -eq 0 ] || break
+		sleep 0.02
+	done
+	[ $state -ne 2 ] || { echo "HP-ERROR i=$i query-disks failed: $disks"; break; }
 	end=$(now_ms)
 	# The guest's side of the cycle: it saw the slot powered off.
 	until grep -qE "hotplug-gone [0-9.]+ i=$i([^0-9]|$)" "$MVMM_LOG"; do
 		kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; break 2; }
 		sleep 0.02
 	done
-	echo "HP-CYCLE i=$i ms=$((end - start)) retries=$retries fds=$(ls /proc/"$pid"/fd | wc -l)" \
-		"rss_kib=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/"$pid"/status) vmm_rss_kib=$(vmm_rss_kib "$pid")" \
-		"heap_kib=$(heap_kib "$pid")" \
-		"$(counters)"
+	row="i=$i ms=$((end - start)) retries=$retries fds=$(ls /proc/"$pid"/fd | wc -l)"
+	row="$row rss_kib=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\).*/\1/p' /proc/"$pid"/status)"
+	row="$row vmm_rss_kib=$(vmm_rss_kib "$pid") heap_kib=$(heap_kib "$pid")"
+	figures=$(counters) || { echo "HP-ERROR i=$i $figures"; break; }
+	row="$row $figures"
+	# Every figure is a number: an empty one means a reading failed.
+	case " $row" in *"= "* | *=) echo "HP-ERROR i=$i a figure is missing: $row"; break ;; esac
+	echo "HP-CYCLE $row"
 	i=$((i + 1))
 done
