@@ -1,11 +1,10 @@
 #include "devices/pci/host_bridge.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "devices/pci/config_access.h"
 #include "devices/pci/config_space.h"
 
 namespace mvmm::devices::pci {
@@ -14,11 +13,6 @@ namespace {
 
 constexpr uint8_t kLastDevice = 31;
 constexpr unsigned kFunctionsPerSlot = 8;
-constexpr uint16_t kConfigAddressPort = 0xcf8;  // CONFIG_ADDRESS, then CONFIG_DATA at 0xCFC
-constexpr uint64_t kResetControlOffset = 1;     // port 0xCF9
-constexpr uint64_t kConfigDataOffset = 4;
-constexpr uint32_t kConfigEnable = 1u << 31;
-constexpr uint64_t kEcamBytesPerBus = 1 << 20;
 
 // 00:00.0: a function that only says "host bridge".
 class HostBridgeFunction final : public PciFunction {
@@ -39,84 +33,6 @@ class HostBridgeFunction final : public PciFunction {
 
   private:
     ConfigSpace config_;
-};
-
-bool naturally_aligned(uint64_t offset, size_t size) {
-    return (size == 1 || size == 2 || size == 4) && offset % size == 0;
-}
-
-// MMCONFIG: bus << 20 | device << 15 | function << 12 | register.
-class EcamHandler final : public IoHandler {
-  public:
-    explicit EcamHandler(PciHostBridge& bridge) : bridge_(bridge) {}
-    void read(uint64_t offset, std::span<uint8_t> data) override {
-        if (naturally_aligned(offset, data.size()))
-            bridge_.config_read(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
-        else
-            std::ranges::fill(data, 0xff);
-    }
-    void write(uint64_t offset, std::span<const uint8_t> data) override {
-        if (naturally_aligned(offset, data.size()))
-            bridge_.config_write(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
-    }
-
-  private:
-    PciHostBridge& bridge_;
-};
-
-// Ports 0xCF8-0xCFF: CONFIG_ADDRESS (dword only) and CONFIG_DATA (any access in the dword).
-class LegacyConfigHandler final : public IoHandler {
-  public:
-    LegacyConfigHandler(PciHostBridge& bridge, std::shared_ptr<IoHandler> reset_control)
-        : bridge_(bridge), reset_control_(std::move(reset_control)) {}
-
-    void read(uint64_t offset, std::span<uint8_t> data) override {
-        if (offset == 0 && data.size() == 4) {
-            const uint32_t v = address_.load();
-            std::memcpy(data.data(), &v, 4);
-        } else if (auto cycle = data_cycle(offset, data.size())) {
-            bridge_.config_read(cycle->bus, cycle->devfn, cycle->offset, data);
-        } else if (is_reset_control(offset, data.size())) {
-            reset_control_->read(0, data);
-        } else {
-            std::ranges::fill(data, 0xff);
-        }
-    }
-
-    void write(uint64_t offset, std::span<const uint8_t> data) override {
-        if (offset == 0 && data.size() == 4) {
-            uint32_t v;
-            std::memcpy(&v, data.data(), 4);
-            address_.store(v & (kConfigEnable | 0x00ff'fffc));  // reserved bits read 0
-        } else if (auto cycle = data_cycle(offset, data.size())) {
-            bridge_.config_write(cycle->bus, cycle->devfn, cycle->offset, data);
-        } else if (is_reset_control(offset, data.size())) {
-            reset_control_->write(0, data);
-        }
-    }
-
-  private:
-    struct Cycle {
-        uint8_t bus;
-        uint8_t devfn;
-        uint16_t offset;
-    };
-    // The config cycle a CONFIG_DATA access at `offset` makes, if CONFIG_ADDRESS enables one.
-    std::optional<Cycle> data_cycle(uint64_t offset, size_t size) const {
-        const uint32_t address = address_.load();
-        if (offset < kConfigDataOffset || offset + size > kConfigDataOffset + 4 ||
-            !(address & kConfigEnable))
-            return std::nullopt;
-        return Cycle{static_cast<uint8_t>(address >> 16), static_cast<uint8_t>(address >> 8),
-                     static_cast<uint16_t>((address & 0xfc) + offset - kConfigDataOffset)};
-    }
-    bool is_reset_control(uint64_t offset, size_t size) const {
-        return reset_control_ && offset == kResetControlOffset && size == 1;
-    }
-
-    PciHostBridge& bridge_;
-    std::shared_ptr<IoHandler> reset_control_;
-    std::atomic<uint32_t> address_{0};
 };
 
 }  // namespace
@@ -141,10 +57,10 @@ PciHostBridge::PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace&
       root_(mmio, pio, "00") {
     root_.attach(devfn(0, 0), std::make_shared<HostBridgeFunction>());
     ecam_region_ = mmio_.add(layout_.ecam_base, layout_.ecam_buses * kEcamBytesPerBus,
-                             std::make_shared<EcamHandler>(*this), "pci ecam");
-    legacy_region_ = pio_.add(
-        PioPort(kConfigAddressPort), 8,
-        std::make_shared<LegacyConfigHandler>(*this, std::move(reset_control)), "pci config ports");
+                             make_ecam_handler(*this), "pci ecam");
+    legacy_region_ =
+        pio_.add(PioPort(kConfigAddressPort), kConfigPortsBytes,
+                 make_legacy_config_handler(*this, std::move(reset_control)), "pci config ports");
 }
 
 bool fits_on_root_bus(unsigned slot_functions, unsigned root_ports) {

@@ -7,10 +7,9 @@
 //   pci.plug(port, function);                         // hot-plug into an empty port's slot
 //   pci.request_unplug(port);                         // ask the guest to release it
 //
-// - Config space: ECAM at layout.ecam_base (1 MiB per bus, MCFG) and the legacy
-//   CONFIG_ADDRESS/CONFIG_DATA ports 0xCF8/0xCFC (dword address, byte/word/dword data).
-//   Absent functions read all-ones.  00:00.0 is a host bridge function, 1b36:0008 (Red Hat's
-//   "QEMU PCIe host bridge" ID), class 0x060000.
+// - Config space: ECAM at layout.ecam_base (1 MiB per bus, MCFG) and the legacy ports
+//   0xCF8/0xCFC (config_access.h).  Absent functions read all-ones.  00:00.0 is a host bridge
+//   function, 1b36:0008 (Red Hat's "QEMU PCIe host bridge" ID), class 0x060000.
 // - Root ports (1b36:000c, see root_port.h) take root-bus functions in order, eight per slot
 //   (QEMU's addr=S.F,multifunction=on), so slots 1-31 hold up to 248 ports; the device goes to
 //   00.0 behind its port.  The guest assigns bus numbers and bridge windows (Linux does this
@@ -45,6 +44,7 @@
 
 #include "devices/bus/address_space.h"
 #include "devices/pci/bus.h"
+#include "devices/pci/config_access.h"
 #include "devices/pci/pci_function.h"
 #include "devices/platform.h"
 
@@ -101,14 +101,14 @@ struct SlotState {
 // eight to one, in slots 1-31 (at most 248 ports).  Whether that many of each fit, in any order.
 bool fits_on_root_bus(unsigned slot_functions, unsigned root_ports);
 
-class PciHostBridge {
+class PciHostBridge final : public ConfigCycles {
   public:
     // `reset_control` receives byte accesses to port 0xCF9, the chipset's reset control
     // register, which shares its dword with CONFIG_ADDRESS (offset 0 in the handler).
     // `platform` gives the root ports their MSI vectors.
     PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace& pio, Platform& platform,
                   std::shared_ptr<IoHandler> reset_control = nullptr);
-    ~PciHostBridge();
+    ~PciHostBridge() override;
     PciHostBridge(const PciHostBridge&) = delete;
     PciHostBridge& operator=(const PciHostBridge&) = delete;
 
@@ -134,8 +134,9 @@ class PciHostBridge {
     std::vector<SlotState> slots() const;
 
     // One config cycle, as ECAM and CONFIG_DATA issue them (offset + size <= 4096).
-    void config_read(uint8_t bus, uint8_t devfn, uint16_t offset, std::span<uint8_t> data);
-    void config_write(uint8_t bus, uint8_t devfn, uint16_t offset, std::span<const uint8_t> data);
+    void config_read(uint8_t bus, uint8_t devfn, uint16_t offset, std::span<uint8_t> data) override;
+    void config_write(uint8_t bus, uint8_t devfn, uint16_t offset,
+                      std::span<const uint8_t> data) override;
 
   private:
     RootBusAddress next_free_slot() const;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "devices/virtio/scsi/cdb.h"
+#include "devices/virtio/scsi/unmap_list.h"
 #include "fuzz_support.h"
 
 namespace {

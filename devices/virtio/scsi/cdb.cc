@@ -18,13 +18,8 @@ Unexpected<Sense> fail(const Sense& sense) {
     return Unexpected{sense};
 }
 
-// [lba, lba + blocks) lies on the LUN; written so that no sum can wrap.
-bool in_range(uint64_t lba, uint64_t blocks, const LunInfo& lun) {
-    return lba <= lun.blocks && blocks <= lun.blocks - lba;
-}
-
 Parsed transfer(bool write, uint64_t lba, uint32_t blocks, bool fua, const LunInfo& lun) {
-    if (!in_range(lba, blocks, lun)) return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(lba, blocks)) return fail(sense::kLbaOutOfRange);
     const uint64_t bytes = uint64_t{blocks} * lun.block_size;
     if (!write) return Command{Read{lba, blocks}, blocks ? Direction::In : Direction::None, bytes};
     if (lun.read_only) return fail(sense::kWriteProtected);
@@ -51,8 +46,7 @@ Parsed synchronize_cache(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t l
                          size_t length_bytes) {
     const uint64_t lba = load_be(cdb, 2, lba_bytes);
     // Zero blocks means "to the end"; the flush covers the whole image either way.
-    if (!in_range(lba, load_be(cdb, length_at, length_bytes), lun))
-        return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(lba, load_be(cdb, length_at, length_bytes))) return fail(sense::kLbaOutOfRange);
     return Command{SynchronizeCache{}};
 }
 
@@ -114,7 +108,7 @@ Parsed write_same(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t length_a
     // Zero blocks would mean "to the end": the Block Limits page sets WSNZ, so it is refused.
     if (request.blocks == 0 || request.blocks > kMaxWriteSameBlocks)
         return fail(sense::kInvalidFieldInCdb);
-    if (!in_range(request.lba, request.blocks, lun)) return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(request.lba, request.blocks)) return fail(sense::kLbaOutOfRange);
     if (lun.read_only) return fail(sense::kWriteProtected);
     if (request.no_data_out) return Command{request};
     return Command{request, Direction::Out, lun.block_size};
@@ -129,7 +123,7 @@ Parsed verify(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t length_at,
     const Verify request{load_be(cdb, 2, lba_bytes),
                          static_cast<uint32_t>(load_be(cdb, length_at, length_bytes)),
                          byte_check == 1};
-    if (!in_range(request.lba, request.blocks, lun)) return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(request.lba, request.blocks)) return fail(sense::kLbaOutOfRange);
     const uint64_t bytes = request.compare ? uint64_t{request.blocks} * lun.block_size : 0;
     return Command{request, bytes ? Direction::Out : Direction::None, bytes};
 }
@@ -253,31 +247,6 @@ Result<Command, Sense> parse_cdb(std::span<const uint8_t> cdb, const LunInfo& lu
 
 std::span<const CommandUsage> supported_commands() {
     return kUsages;
-}
-
-Result<UnmapRanges, Sense> parse_unmap_list(const GuestBuffers& list, const LunInfo& lun) {
-    constexpr size_t kHeader = 8, kDescriptor = 16;
-    std::array<uint8_t, kHeader + kDescriptor * kMaxUnmapDescriptors> copy;
-    const auto head = std::span(copy).first(list.copy_to(0, copy));
-    if (head.size() < kHeader) return fail(sense::kParameterListLength);
-    const uint64_t data_length = load_be(head, 0, 2);         // bytes after this field
-    const uint64_t descriptors_length = load_be(head, 2, 2);  // a partial last one is ignored
-    if (descriptors_length + kHeader > list.size() || descriptors_length + 6 > data_length)
-        return fail(sense::kParameterListLength);
-    const uint64_t count = descriptors_length / kDescriptor;
-    if (count > kMaxUnmapDescriptors) return fail(sense::kInvalidFieldInParameterList);
-    UnmapRanges ranges;
-    uint64_t total = 0;                     // at most 32 x 32 bits: no wrap
-    for (uint64_t i = 0; i < count; ++i) {  // every one of them is in `head`
-        const size_t at = kHeader + i * kDescriptor;
-        const BlockRange range{load_be(head, at, 8),
-                               static_cast<uint32_t>(load_be(head, at + 8, 4))};
-        if (!in_range(range.lba, range.blocks, lun)) return fail(sense::kLbaOutOfRange);
-        total += range.blocks;
-        if (range.blocks > 0) ranges.push_back(range);
-    }
-    if (total > kMaxUnmapBlocks) return fail(sense::kInvalidFieldInParameterList);
-    return ranges;
 }
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <array>
-#include <boost/container/static_vector.hpp>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -14,7 +13,6 @@
 
 #include "base/result.h"
 #include "devices/virtio/scsi/sense.h"
-#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -26,6 +24,11 @@ struct LunInfo {
     uint32_t block_size = 512;      // logical: 512 or 4096
     uint8_t physical_exponent = 0;  // log2(physical block size / logical block size)
     bool write_cache = true;        // WCE in the caching mode page
+
+    // [lba, lba + count) lies on the LUN; written so that no sum can wrap.
+    constexpr bool holds(uint64_t lba, uint64_t count) const {
+        return lba <= blocks && count <= blocks - lba;
+    }
 };
 
 // Limits this target reports in the Block Limits VPD page and enforces.
@@ -79,7 +82,7 @@ struct Write {
     bool fua = false;  // stable before it completes
 };
 struct SynchronizeCache {};
-struct Unmap {};  // the block descriptors come in the data-out buffer: parse_unmap_list()
+struct Unmap {};  // the block descriptors come in the data-out buffer: unmap_list.h
 struct WriteSame {
     uint64_t lba = 0;
     uint32_t blocks = 0;
@@ -91,7 +94,7 @@ struct Verify {
     uint32_t blocks = 0;
     bool compare = false;  // BYTCHK 01b: the data-out must match the medium
 };
-// The mode parameter list comes in the data-out buffer: parse_mode_parameters().
+// The mode parameter list comes in the data-out buffer: mode_select.h.
 struct ModeSelect {
     bool ten = false;  // MODE SELECT(10): an 8-byte header
 };
@@ -128,18 +131,5 @@ struct CommandUsage {
 // Every command parse_cdb() takes, in opcode order.
 inline constexpr size_t kSupportedCommandCount = 27;
 std::span<const CommandUsage> supported_commands();
-
-// A range of logical blocks to deallocate.
-struct BlockRange {
-    uint64_t lba = 0;
-    uint32_t blocks = 0;
-    bool operator==(const BlockRange&) const = default;
-};
-
-// UNMAP's parameter list (SBC-3, 5.28.2): its header and the descriptors this target takes
-// (kMaxUnmapDescriptors) are copied out of the data-out buffer, then parsed; the ranges live
-// in the result, not on the heap.
-using UnmapRanges = boost::container::static_vector<BlockRange, kMaxUnmapDescriptors>;
-Result<UnmapRanges, Sense> parse_unmap_list(const GuestBuffers& list, const LunInfo& lun);
 
 }  // namespace mvmm::devices::virtio::scsi

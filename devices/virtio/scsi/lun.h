@@ -17,6 +17,7 @@
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/mode_select.h"
 #include "devices/virtio/scsi/responses.h"
+#include "devices/virtio/scsi/unmap_list.h"
 #include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
