@@ -36,16 +36,6 @@ bool need_event(uint16_t event, uint16_t new_idx, uint16_t old_idx) {
     return uint16_t(new_idx - event - 1) < uint16_t(new_idx - old_idx);
 }
 
-class MsiEventFd : public devices::MsiVector {
-  public:
-    explicit MsiEventFd(const EventFd& fd) : fd_(fd) {}
-    void route(const devices::MsiMessage&) override {}
-    void trigger() override { fd_.signal(); }
-
-  private:
-    const EventFd& fd_;
-};
-
 // Until an eventfd is signalled, or 10 s; consumes the signal.
 void wait_for(const EventFd& fd, uint16_t queue) {
     pollfd p{.fd = fd.get(), .events = POLLIN, .revents = 0};
@@ -58,42 +48,6 @@ void wait_for(const EventFd& fd, uint16_t queue) {
 }
 
 }  // namespace
-
-PatternImage::PatternImage(const std::string& dir, uint64_t size) : size_(size) {
-    if (size < 2 * kScratchBytes) throw std::invalid_argument("a pattern image needs 2 MiB");
-    path_ = dir + "/mvmm-request-bench-XXXXXX";
-    Fd fd(::mkstemp(path_.data()));
-    if (!fd.valid()) throw_errno("creating an image in " + dir);
-    std::vector<uint64_t> chunk(1 << 17);  // 1 MiB
-    for (uint64_t at = 0; at < size; at += chunk.size() * 8) {
-        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = pattern_word(at + i * 8);
-        const size_t bytes = std::min<uint64_t>(chunk.size() * 8, size - at);
-        if (::pwrite(fd.get(), chunk.data(), bytes, static_cast<off_t>(at)) != ssize_t(bytes))
-            throw_errno("writing " + path_);
-    }
-}
-
-PatternImage::~PatternImage() {
-    ::unlink(path_.c_str());
-}
-
-std::unique_ptr<devices::MsiVector> EventFdPlatform::allocate_msi_vector() {
-    return std::make_unique<MsiEventFd>(vectors_.emplace_back());
-}
-
-void EventFdPlatform::add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) {
-    if (len == 2) ioeventfds_.emplace_back(addr, fd.get());
-}
-
-void EventFdPlatform::remove_ioeventfd(GuestAddr addr, uint32_t, const EventFd& fd) {
-    std::erase(ioeventfds_, std::pair{addr, fd.get()});
-}
-
-int EventFdPlatform::ioeventfd(GuestAddr addr) const {
-    for (const auto& [at, fd] : ioeventfds_)
-        if (at == addr) return fd;
-    return -1;
-}
 
 // One queue's driver: `depth` request slots, each an indirect table written once; a request
 // rewrites what its position changes and the status only.
