@@ -1,5 +1,6 @@
 #include "bench/rig_parts.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,6 +57,17 @@ int EventFdPlatform::ioeventfd(GuestAddr addr) const {
     for (const auto& [at, fd] : ioeventfds_)
         if (at == addr) return fd;
     return -1;
+}
+
+// Until an eventfd is signalled, or 10 s; consumes the signal.
+void wait_for_interrupt(const EventFd& fd, uint16_t queue) {
+    pollfd p{.fd = fd.get(), .events = POLLIN, .revents = 0};
+    const int ready = ::poll(&p, 1, 10'000);
+    if (ready == 0)
+        throw std::runtime_error("queue " + std::to_string(queue) + " stalled for 10 s");
+    uint64_t count;
+    if (ready < 0 || ::read(fd.get(), &count, sizeof count) != sizeof count)
+        throw std::runtime_error("waiting for an interrupt failed");
 }
 
 }  // namespace mvmm::bench

@@ -50,4 +50,8 @@ class EventFdPlatform : public devices::Platform {
     std::vector<std::pair<GuestAddr, int>> ioeventfds_;
 };
 
+// Until `fd` (queue `queue`'s interrupt) is signalled, or 10 s (then it throws, naming the
+// queue); consumes the signal.
+void wait_for_interrupt(const EventFd& fd, uint16_t queue);
+
 }  // namespace mvmm::bench
