@@ -73,12 +73,13 @@ IoResult ClusterMap::prepare_l2(uint64_t offset) {
     const uint64_t old = l1_[index] & kOffsetMask;
     if (old != 0 && (l1_[index] & kCopied)) return Ok{};
 
-    auto fresh = refcounts_.allocate(1);
-    if (!fresh) return Unexpected{fresh.error()};
+    auto allocated = refcounts_.allocate(1);
+    if (!allocated) return Unexpected{allocated.error()};
+    const uint64_t fresh = allocated->offset;
     // Its refcount reaches the file before the table, the table before the L1 entry.
     if (auto flushed = refcount_cache_.flush(); !flushed) return flushed;
     {
-        auto table = l2_cache_.get_empty(*fresh);
+        auto table = l2_cache_.get_empty(fresh);
         if (!table) return Unexpected{table.error()};
         if (old != 0) {
             auto shared = l2_cache_.get(old);
@@ -88,7 +89,7 @@ IoResult ClusterMap::prepare_l2(uint64_t offset) {
         table->mark_dirty();
     }
     if (auto flushed = l2_cache_.flush(); !flushed) return flushed;
-    l1_[index] = *fresh | kCopied;
+    l1_[index] = fresh | kCopied;
     if (auto written = write_l1_entry(index); !written) return written;
     if (old == 0) return Ok{};
     l2_cache_.forget(old);

@@ -84,7 +84,7 @@ class Engine {
     void leave_flight(uint64_t id);
 
     Result<uint64_t, std::error_code> write_run(uint64_t offset, const GuestBuffers& from);
-    Result<uint64_t, std::error_code> allocate_run(Lock& lock, const Extent& run,
+    Result<uint64_t, std::error_code> allocate_run(Lock& lock, Extent run,
                                                    const GuestBuffers& from);
     IoResult link(const Extent& run, uint64_t host);
     IoResult release_run(const Extent& run);

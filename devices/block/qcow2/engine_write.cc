@@ -66,14 +66,16 @@ Written Engine::write_run(uint64_t offset, const GuestBuffers& from) {
     }
 }
 
-// New clusters for the whole run: the guest's bytes, and around them what the run's clusters
-// read as now (backing file, zeroes, a compressed or shared cluster): copy-on-write.
-Written Engine::allocate_run(Lock& lock, const Extent& run, const GuestBuffers& from) {
+// New clusters for the run (or as much of it as contiguous free clusters take): the guest's
+// bytes, and around them what those clusters read as now (backing file, zeroes, a compressed
+// or shared cluster): copy-on-write.
+Written Engine::allocate_run(Lock& lock, Extent run, const GuestBuffers& from) {
     const uint64_t cs = geometry_.cluster_size();
     const uint64_t begin = run.cluster_start(geometry_);
-    const uint64_t count = run.clusters(geometry_);
-    auto host = refcounts_.allocate(count);
-    if (!host) return Unexpected{host.error()};
+    auto allocated = refcounts_.allocate(run.clusters(geometry_));
+    if (!allocated) return Unexpected{allocated.error()};
+    const uint64_t host = allocated->offset, count = allocated->count;
+    run.length = std::min(run.length, count * cs - (run.guest_offset - begin));
     const uint64_t flight = enter_flight(run);
     lock.unlock();
 
@@ -84,12 +86,12 @@ Written Engine::allocate_run(Lock& lock, const Extent& run, const GuestBuffers& 
     if (done) done = read_extent(run, data_end, tail_buffer.buffers());
     if (done)
         done =
-            write_exact(fd_.get(), *host,
+            write_exact(fd_.get(), host,
                         {head_buffer.buffers(), from.slice(0, run.length), tail_buffer.buffers()});
 
     lock.lock();
-    if (done) done = link(run, *host);
-    if (!done) (void)refcounts_.unallocate(*host, count);  // nothing points at them
+    if (done) done = link(run, host);
+    if (!done) (void)refcounts_.unallocate(host, count);  // nothing points at them
     leave_flight(flight);
     if (!done) return Unexpected{done.error()};
     return run.length;

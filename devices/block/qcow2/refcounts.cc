@@ -66,53 +66,61 @@ Value Refcounts::update(uint64_t cluster, int delta) {
     return updated;
 }
 
-Value Refcounts::find_free_run(uint64_t count) {
+Value Refcounts::find_free(uint64_t from) {
     const uint64_t per_block = geometry_.refcounts_per_block();
-    uint64_t start = hint_;
-    for (uint64_t c = hint_; c - start < count;) {
+    for (uint64_t c = from;;) {
         if (c >= max_clusters()) return fail(std::errc::no_space_on_device);
-        // Clusters past the end and those of blocks not yet made have no references.
-        const bool counted = c < end_ && has_block(c);
-        auto block = counted ? blocks_.get(table_[c / per_block] & kRefcountTableOffsetMask)
-                             : TableCache::TableResult(fail());
-        if (counted && !block) return Unexpected{block.error()};
-        for (const uint64_t block_end = (c / per_block + 1) * per_block;
-             c < block_end && c - start < count; ++c) {
-            const bool free = (!counted || get_refcount(block->bytes(), c % per_block,
-                                                        geometry_.refcount_order) == 0) &&
-                              !quarantine_.contains(c);
-            if (!free) {
-                start = c + 1;
-                if (hint_ == c) hint_ = start;
-            }
-        }
-    }
-    return start;
-}
-
-Value Refcounts::allocate(uint64_t count) {
-    const uint64_t per_block = geometry_.refcounts_per_block();
-    for (;;) {
-        auto run = find_free_run(count);
-        if (!run) return run;
-        // Every cluster of the run needs its refcount block; a new one takes the first cluster
-        // of the run it covers (describing itself), and the search starts again.
-        uint64_t uncounted = *run;
-        while (uncounted < *run + count && has_block(uncounted))
-            uncounted = (uncounted / per_block + 1) * per_block;
-        if (uncounted < *run + count) {
-            const uint64_t block = uncounted / per_block;
-            auto made = block < table_.size() ? create_block(block, uncounted) : grow_table(block);
-            if (!made) return Unexpected{made.error()};
+        const uint64_t block_end = (c / per_block + 1) * per_block;
+        if (!has_block(c)) {  // no block yet: none of its clusters has a reference
+            for (; c < block_end; ++c)
+                if (!quarantine_.contains(c)) return c;
             continue;
         }
-        for (uint64_t c = *run; c < *run + count; ++c) {
-            if (auto counted = update(c, +1); !counted) return counted;
+        auto block = blocks_.get(table_[c / per_block] & kRefcountTableOffsetMask);
+        if (!block) return Unexpected{block.error()};
+        for (; c < block_end; ++c) {
+            if (get_refcount(block->bytes(), c % per_block, geometry_.refcount_order) == 0 &&
+                !quarantine_.contains(c))
+                return c;
         }
-        if (hint_ == *run) hint_ = *run + count;
-        end_ = std::max(end_, *run + count);
-        return *run << geometry_.cluster_bits;
     }
+}
+
+Result<bool, std::error_code> Refcounts::is_free(uint64_t cluster) {
+    if (cluster >= max_clusters() || !has_block(cluster) || quarantine_.contains(cluster))
+        return false;  // no block: allocate() makes it first
+    auto count = get(cluster);
+    if (!count) return Unexpected{count.error()};
+    return *count == 0;
+}
+
+Result<Refcounts::Allocation, std::error_code> Refcounts::allocate(uint64_t max_count) {
+    uint64_t first = 0;
+    for (;;) {
+        auto found = find_free(hint_);
+        if (!found) return Unexpected{found.error()};
+        first = *found;
+        if (has_block(first)) break;
+        // A new refcount block takes the free cluster and describes itself; growing the table
+        // places the table and its blocks past everything.  Either way, search again.
+        const uint64_t block = first / geometry_.refcounts_per_block();
+        auto made = block < table_.size() ? create_block(block, first) : grow_table(block);
+        if (!made) return Unexpected{made.error()};
+    }
+    uint64_t count = 1;
+    for (; count < max_count; ++count) {
+        auto free = is_free(first + count);
+        if (!free) return Unexpected{free.error()};
+        if (!*free) break;
+    }
+    for (uint64_t c = first; c < first + count; ++c) {
+        if (auto counted = update(c, +1); !counted) return Unexpected{counted.error()};
+    }
+    // Like QEMU's free_cluster_index, the search moves on past what it handed out; clusters
+    // skipped on the way are found again once a release brings it back.
+    hint_ = first + count;
+    end_ = std::max(end_, first + count);
+    return Allocation{first << geometry_.cluster_bits, count};
 }
 
 IoResult Refcounts::release(uint64_t offset, uint64_t bytes) {

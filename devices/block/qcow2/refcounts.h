@@ -30,9 +30,13 @@ class Refcounts {
     // Whether every cluster overlapping [offset, offset + bytes) has a reference.
     Result<bool, std::error_code> in_use(uint64_t offset, uint64_t bytes);
 
-    // `count` contiguous free clusters, each with one reference now: the host offset of the
-    // first.  Grows the refcount structures when needed.
-    Result<uint64_t, std::error_code> allocate(uint64_t count);
+    // Free clusters, contiguous, each with one reference now: the first free cluster and as
+    // many after it as are free, up to `max_count`.  Grows the refcount structures as needed.
+    struct Allocation {
+        uint64_t offset;  // bytes
+        uint64_t count;   // clusters, at least one
+    };
+    Result<Allocation, std::error_code> allocate(uint64_t max_count);
     // One reference fewer for each cluster overlapping [offset, offset + bytes); those left
     // with none are quarantined.
     IoResult release(uint64_t offset, uint64_t bytes);
@@ -51,7 +55,8 @@ class Refcounts {
 
     Result<uint64_t, std::error_code> update(uint64_t cluster, int delta);
     bool has_block(uint64_t cluster) const;
-    Result<uint64_t, std::error_code> find_free_run(uint64_t count);
+    Result<uint64_t, std::error_code> find_free(uint64_t from);
+    Result<bool, std::error_code> is_free(uint64_t cluster);
     IoResult create_block(uint64_t block_index, uint64_t cluster);
     IoResult grow_table(uint64_t block_index);
     uint64_t max_clusters() const;
@@ -62,7 +67,7 @@ class Refcounts {
     std::vector<uint64_t> table_;
     TableCache& blocks_;
     uint64_t end_;       // in clusters
-    uint64_t hint_ = 1;  // no free cluster below it (cluster 0 is the header)
+    uint64_t hint_ = 1;  // where the search for free clusters starts (0 is the header)
     std::unordered_set<uint64_t> quarantine_;
 };
 
