@@ -96,16 +96,18 @@ IoResult ClusterMap::prepare_l2(uint64_t offset) {
     return refcounts_.release(old, geometry_.cluster_size());
 }
 
-IoResult ClusterMap::set_entries(uint64_t offset, uint64_t count, uint64_t entry, uint64_t step) {
+TableCache::TableResult ClusterMap::l2_table(uint64_t offset) {
     const uint64_t l2_offset = l1_[geometry_.l1_index(offset)] & kOffsetMask;
-    if (l2_offset == 0) return io_error();  // not prepared: a bug
-    auto table = l2_cache_.get(l2_offset);
-    if (!table) return Unexpected{table.error()};
+    if (l2_offset == 0) return Unexpected{std::make_error_code(std::errc::io_error)};  // a bug
+    return l2_cache_.get(l2_offset);
+}
+
+void ClusterMap::set_entries(TableCache::Table& table, uint64_t offset, uint64_t count,
+                             uint64_t entry, uint64_t step) {
     const uint64_t first = geometry_.l2_index(offset);
     for (uint64_t k = 0; k < count; ++k)
-        store_be64(table->bytes(), (first + k) * 8, entry + k * step);
-    table->mark_dirty();
-    return Ok{};
+        store_be64(table.bytes(), (first + k) * 8, entry + k * step);
+    table.mark_dirty();
 }
 
 IoResult ClusterMap::write_l1_entry(uint64_t index) {

@@ -51,9 +51,12 @@ class ClusterMap {
     // copied when shared (refcount above one, as internal snapshots leave them).  Writes it and
     // the L1 entry before returning, as QEMU's l2_allocate does.
     IoResult prepare_l2(uint64_t offset);
-    // Sets the entries of `count` guest clusters from `offset` (cluster aligned, inside one
-    // prepared table) to `entry`, `entry + step`, `entry + 2 * step`...
-    IoResult set_entries(uint64_t offset, uint64_t count, uint64_t entry, uint64_t step);
+    // The prepared L2 table that maps guest `offset`, pinned.
+    TableCache::TableResult l2_table(uint64_t offset);
+    // Sets the entries of `count` guest clusters from `offset` (cluster aligned, all in
+    // `table`) to `entry`, `entry + step`, `entry + 2 * step`...
+    void set_entries(TableCache::Table& table, uint64_t offset, uint64_t count, uint64_t entry,
+                     uint64_t step);
 
   private:
     Result<L2Entry, std::error_code> checked_entry(std::span<const uint8_t> table, uint64_t index,

@@ -87,7 +87,7 @@ class Engine {
     Result<uint64_t, std::error_code> allocate_run(Lock& lock, Extent run,
                                                    const GuestBuffers& from);
     IoResult link(const Extent& run, uint64_t host);
-    IoResult release_run(const Extent& run);
+    IoResult replace_entries(const Extent& run, uint64_t entry, uint64_t step, bool release_old);
     IoResult write_zero_bytes(uint64_t offset, uint64_t length);
     std::optional<ZeroPlan> zero_plan(const Extent& run, ZeroMode mode) const;
     IoResult zero_clusters(uint64_t begin, uint64_t end, ZeroMode mode);

@@ -97,25 +97,29 @@ Written Engine::allocate_run(Lock& lock, Extent run, const GuestBuffers& from) {
     return run.length;
 }
 
-// Points the run's L2 entries at the new clusters (after their refcounts reach the file) and
-// drops the old clusters' references (after the entries do): QEMU's order.
+// Points the run's L2 entries at the new clusters, after their refcounts reach the file.
 IoResult Engine::link(const Extent& run, uint64_t host) {
     if (auto ordered = l2_cache_.set_dependency(refcount_cache_); !ordered) return ordered;
-    if (auto linked = map_.set_entries(run.cluster_start(geometry_), run.clusters(geometry_),
-                                       data_entry(host), geometry_.cluster_size());
-        !linked)
-        return linked;
-    return release_run(run);
+    return replace_entries(run, data_entry(host), geometry_.cluster_size(), true);
 }
 
-IoResult Engine::release_run(const Extent& run) {
+// Sets the run's entries to `entry`, `entry + step`... and, with `release_old`, drops the
+// references the old entries held: in memory the refcounts first (all or nothing, so a corrupt
+// refcount leaves every entry as it was), on disk the entries first (QEMU's order: the refcount
+// cache waits for the L2 cache).
+IoResult Engine::replace_entries(const Extent& run, uint64_t entry, uint64_t step,
+                                 bool release_old) {
+    auto table = map_.l2_table(run.guest_offset);
+    if (!table) return Unexpected{table.error()};
     const uint64_t bytes = run.first.kind == ClusterKind::Compressed
                                ? run.first.compressed_bytes
                                : run.first.referenced_bytes(geometry_) * run.clusters(geometry_);
-    if (bytes == 0) return Ok{};
-    if (auto ordered = refcount_cache_.set_dependency(l2_cache_); !ordered) return ordered;
-    if (auto released = refcounts_.release(run.first.host_offset, bytes); !released)
-        return released;
+    if (release_old && bytes != 0) {
+        if (auto ordered = refcount_cache_.set_dependency(l2_cache_); !ordered) return ordered;
+        if (auto released = refcounts_.release(run.first.host_offset, bytes); !released)
+            return released;
+    }
+    map_.set_entries(*table, run.cluster_start(geometry_), run.clusters(geometry_), entry, step);
     return refcounts_.quarantine_full() ? flush_metadata() : IoResult(Ok{});
 }
 
@@ -202,14 +206,9 @@ Written Engine::zero_run(uint64_t offset, uint64_t end, ZeroMode mode) {
         const auto plan = zero_plan(*run, mode);
         if (!plan) return run->length;
         if (auto prepared = map_.prepare_l2(offset); !prepared) return Unexpected{prepared.error()};
-        const bool preallocated = plan->entry & kOffsetMask;
-        if (auto set = map_.set_entries(offset, run->clusters(geometry_), plan->entry,
-                                        preallocated ? geometry_.cluster_size() : 0);
-            !set)
-            return Unexpected{set.error()};
-        if (plan->release) {
-            if (auto released = release_run(*run); !released) return Unexpected{released.error()};
-        }
+        const uint64_t step = (plan->entry & kOffsetMask) ? geometry_.cluster_size() : 0;
+        if (auto zeroed = replace_entries(*run, plan->entry, step, plan->release); !zeroed)
+            return Unexpected{zeroed.error()};
         return run->length;
     }
 }

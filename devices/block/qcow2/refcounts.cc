@@ -125,6 +125,10 @@ Result<Refcounts::Allocation, std::error_code> Refcounts::allocate(uint64_t max_
 
 IoResult Refcounts::release(uint64_t offset, uint64_t bytes) {
     if (bytes == 0) return Ok{};
+    // All or nothing: a reference to a cluster nobody counted changes no refcount.
+    auto counted = in_use(offset, bytes);
+    if (!counted) return Unexpected{counted.error()};
+    if (!*counted) return io_error();
     for (uint64_t c = offset >> geometry_.cluster_bits;
          c <= (offset + bytes - 1) >> geometry_.cluster_bits; ++c) {
         auto left = update(c, -1);

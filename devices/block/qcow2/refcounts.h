@@ -37,8 +37,8 @@ class Refcounts {
         uint64_t count;   // clusters, at least one
     };
     Result<Allocation, std::error_code> allocate(uint64_t max_count);
-    // One reference fewer for each cluster overlapping [offset, offset + bytes); those left
-    // with none are quarantined.
+    // One reference fewer for each cluster overlapping [offset, offset + bytes) (none when one
+    // of them has no reference: EIO); those left with none are quarantined.
     IoResult release(uint64_t offset, uint64_t bytes);
     // Takes back allocate()'s `count` clusters at `offset` that nothing points at.
     IoResult unallocate(uint64_t offset, uint64_t count);
