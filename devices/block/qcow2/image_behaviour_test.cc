@@ -100,6 +100,34 @@ TEST_F(Qcow2ImageTest, GrowsTheRefcountStructuresAsTheFileGrows) {
     }
 }
 
+// Where qemu-img map says guest `offset` lies in the file (0: nowhere); -U: we may hold it open.
+uint64_t host_offset_of(const std::string& path, uint64_t offset) {
+    const std::string map = must("qemu-img map -U --output=json " + path);
+    const size_t line = map.find("\"start\": " + std::to_string(offset) + ",");
+    const size_t field = map.find("\"offset\": ", line);
+    if (line == std::string::npos || field == std::string::npos || field > map.find('}', line))
+        return 0;
+    return std::stoull(map.substr(field + 10));
+}
+
+TEST_F(Qcow2ImageTest, FreedClustersWaitForTheFlushThatDropsTheirLastReference) {
+    // Until the cleared L2 entry is on disk, the file still points at the freed cluster: new
+    // data there would show through it after a crash.
+    const std::string path = create("reuse.qcow2", "cluster_size=65536", 4 << 20);
+    const auto image = Qcow2Image::open(path, false);
+    ASSERT_TRUE(write_bytes(*image, 0, pattern(65536, 1)));
+    ASSERT_TRUE(image->flush());
+    const uint64_t freed = host_offset_of(path, 0);
+    ASSERT_NE(freed, 0u);
+    ASSERT_TRUE(image->discard(0, 65536));
+    ASSERT_TRUE(write_bytes(*image, 65536, pattern(65536, 2)));
+    ASSERT_TRUE(image->flush());
+    EXPECT_NE(host_offset_of(path, 65536), freed) << "not before the flush";
+    ASSERT_TRUE(write_bytes(*image, 2 * 65536, pattern(65536, 3)));
+    ASSERT_TRUE(image->flush());
+    EXPECT_EQ(host_offset_of(path, 2 * 65536), freed) << "reused after it";
+}
+
 TEST_F(Qcow2ImageTest, WritesCopyClustersAndTablesSharedWithASnapshot) {
     const uint64_t size = 2 << 20;
     const std::string path = create("snap.qcow2", "cluster_size=4096", size);
