@@ -171,16 +171,4 @@ void Engine::add_stats(CacheStats& stats) const {
     if (backing_) backing_->add_stats(stats);
 }
 
-CacheStats::Cache& CacheStats::Cache::operator+=(const Cache& other) {
-    entries += other.entries;
-    capacity += other.capacity;
-    bytes_resident += other.bytes_resident;
-    bytes_allocated += other.bytes_allocated;
-    hits += other.hits;
-    misses += other.misses;
-    evictions += other.evictions;
-    cleanings += other.cleanings;
-    return *this;
-}
-
 }  // namespace mvmm::devices::block::qcow2

@@ -40,7 +40,17 @@ struct CacheStats {
         uint64_t evictions = 0;  // tables replaced by others
         uint64_t cleanings = 0;  // tables dropped for being idle
 
-        Cache& operator+=(const Cache& other);
+        Cache& operator+=(const Cache& other) {
+            entries += other.entries;
+            capacity += other.capacity;
+            bytes_resident += other.bytes_resident;
+            bytes_allocated += other.bytes_allocated;
+            hits += other.hits;
+            misses += other.misses;
+            evictions += other.evictions;
+            cleanings += other.cleanings;
+            return *this;
+        }
     };
     Cache l2;
     Cache refcount;
