@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <random>
 #include <thread>
 
@@ -46,25 +47,25 @@ class Qcow2ImageTest : public ::testing::Test {
 };
 
 TEST_F(Qcow2ImageTest, ThreadsAllocatingTheSameClustersLeakNothing) {
-    // Four threads write every sector of a disk once, in random order, each its own quarter of
-    // the sectors: every cluster is allocated by whichever comes first while the others wait.
-    const uint64_t size = 4 << 20, sector = 512, threads = 4;
+    // Four threads start on each cluster together (a barrier) and write every fourth sector of
+    // it: one allocates the cluster (copying the rest from the backing file) while the others
+    // wait for it, then write in place.  A second allocation would leak a cluster and lose data.
+    const uint64_t size = 4 << 20, cluster = 65536, sector = 512, threads = 4;
     const std::string base = dir_.file("base.raw");
     write_file_bytes(base, 0, std::vector<uint8_t>(size, 0x33));
     const std::string path =
         create("top.qcow2", "cluster_size=65536,backing_file=base.raw,backing_fmt=raw", size);
     {
         const auto image = Qcow2Image::open(path, false);
+        std::barrier start(threads);
         std::vector<std::thread> writers;
         for (uint64_t t = 0; t < threads; ++t) {
             writers.emplace_back([&, t] {
-                std::vector<uint64_t> sectors;
-                for (uint64_t s = t; s < size / sector; s += threads) sectors.push_back(s);
-                std::shuffle(sectors.begin(), sectors.end(), std::mt19937_64(t));
-                for (const uint64_t s : sectors) {
-                    ASSERT_TRUE(write_bytes(*image, s * sector, pattern(sector, 1, s * sector)));
-                    if (s % 64 == 0)
-                        (void)read_bytes(*image, (s * 7919 % (size / sector)) * sector, sector);
+                for (uint64_t c = 0; c < size; c += cluster) {
+                    start.arrive_and_wait();
+                    for (uint64_t s = c + t * sector; s < c + cluster; s += threads * sector)
+                        ASSERT_TRUE(write_bytes(*image, s, pattern(sector, 1, s)));
+                    (void)read_bytes(*image, (c * 7 + t * cluster) % size, sector);
                 }
             });
         }
