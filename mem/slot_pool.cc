@@ -59,7 +59,8 @@ SlotPool::SlotPool(size_t slot_size, uint32_t capacity, SlotSource source)
 std::optional<SlotPool::Slot> SlotPool::acquire() {
     std::unique_lock lock(mutex_);
     if (in_use_ == capacity_) return std::nullopt;
-    ++in_use_;
+    if (++in_use_ > peak_in_use_.load(std::memory_order_relaxed))
+        peak_in_use_.store(in_use_, std::memory_order_relaxed);
     if (source_ == SlotSource::pool) {
         uint32_t index = fresh_;
         if (free_.empty()) {

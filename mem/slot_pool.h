@@ -7,9 +7,10 @@
 // take each slot from the heap on acquire() (calloc zeroes it) and free it on release, as
 // QEMU did with its requests, so one build can compare them.  Exhaustion is never an
 // allocation: acquire() returns nothing and the caller holds the work back until a release.
-// Thread-safe.
+// Thread-safe; peak_in_use() and resident_bytes() are for statistics readers on other threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -65,6 +66,8 @@ class SlotPool {
     uint32_t capacity() const noexcept { return capacity_; }
     SlotSource source() const noexcept { return source_; }
     uint32_t in_use() const;
+    // The most slots out at once so far (a relaxed atomic: readers need no lock).
+    uint32_t peak_in_use() const noexcept { return peak_in_use_.load(std::memory_order_relaxed); }
     // Bytes of the pool's mapping in memory (mincore); 0 in the malloc and calloc modes.
     uint64_t resident_bytes() const;
 
@@ -79,6 +82,7 @@ class SlotPool {
     std::vector<uint32_t> free_;  // released slots, most recent last
     uint32_t fresh_ = 0;          // slots [fresh_, capacity_) were never handed out
     uint32_t in_use_ = 0;
+    std::atomic<uint32_t> peak_in_use_{0};  // written under mutex_
 };
 
 }  // namespace mvmm

@@ -57,6 +57,20 @@ TEST_P(SlotPoolSources, SlotsAreDisjointAndAligned) {
     }
 }
 
+TEST_P(SlotPoolSources, RemembersTheMostSlotsOutAtOnce) {
+    SlotPool pool(64, 8, GetParam());
+    EXPECT_EQ(pool.peak_in_use(), 0u);
+    {
+        auto three = take(pool, 3);
+        EXPECT_EQ(pool.peak_in_use(), 3u);
+    }
+    auto two = take(pool, 2);
+    EXPECT_EQ(pool.in_use(), 2u);
+    EXPECT_EQ(pool.peak_in_use(), 3u) << "a peak stays when slots come back";
+    auto more = take(pool, 5);
+    EXPECT_EQ(pool.peak_in_use(), 7u);
+}
+
 TEST_P(SlotPoolSources, MovedSlotIsReturnedOnce) {
     SlotPool pool(64, 2, GetParam());
     {

@@ -16,6 +16,8 @@ def test_boot_two_cpus_and_poweroff():
     expect(cpus and cpus[0][1].get("online") == "2", f"expected 2 CPUs online, saw {cpus}", r)
     expect(r.markers("poweroff"), "the guest did not get to power off", r)
     expect(r.code == 0, f"mvmm exited {r.code} after a poweroff, expected 0", r)
+    # Its output goes to a file here (in the test host, through a console that is a terminal there).
+    expect("mvmm: info" in r.output and "mvmm: \x1b[" not in r.output, "mvmm's log lines are coloured", r)
 
     r = rebooted
     expect(r.markers("reboot"), "the guest did not get to reboot", r)

@@ -39,6 +39,7 @@ def bad_lines(tmp):
     (t / "old.log").write_text("the last run's console\n")
     (t / "disk.img").write_bytes(bytes(1 << 20))
     (t / "api.txt").write_text("not a socket\n")
+    (t / "old-report.json").write_text('{"the last run": "report"}\n')
     k = ["--kernel", kernel()]
     return [
         # files
@@ -63,6 +64,11 @@ def bad_lines(tmp):
         (k + ["--api-socket", f"{tmp}/api.txt"], "--api-socket"),
         (k + ["--api-socket", f"{tmp}/api.sock", "--memory", "12Q"], "--memory"),
         (k + ["--report", f"{tmp}/no/such/dir/report.json"], "--report"),
+        (k + ["--report", tmp], "--report"),
+        # a report is written only for a command line that was accepted: neither made nor emptied here
+        (k + ["--report", f"{tmp}/new-report.json", "--cpus", "0"], "--cpus"),
+        (k + ["--report", f"{tmp}/old-report.json", "--memory", "12Q"], "--memory"),
+        (["--report", f"{tmp}/old-report.json", "--kernel", f"{tmp}/notes.txt"], "--kernel"),
         # sizes
         (k + ["--memory", "12Q"], "--memory"),
         (k + ["--memory", "64T"], "--memory"),
@@ -168,6 +174,39 @@ def scsi_disks(count, options=""):
     return [a for i in range(count) for a in ("--disk", f"path=/no/such/lun{i}.img,controller=c0{options}")]
 
 
+def on_terminal(env, *args):
+    """mvmm's stderr on a pseudo-terminal (as in a user's shell) with `env` added: what it printed."""
+    import pty
+    master, slave = pty.openpty()
+    p = subprocess.Popen([guest.mvmm_binary(), *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                         env={**os.environ, **env}, close_fds=True)
+    os.close(slave)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    p.wait(timeout=30)
+    return output.decode(errors="replace")
+
+
+def test_colour_only_on_a_terminal():
+    """Log levels are coloured on a colour terminal only: never in a file or pipe, nor under NO_COLOR."""
+    bad = ["--kernel", "/no/such/kernel"]
+    escape = "\x1b["
+    env = {"TERM": "xterm", "NO_COLOR": ""}
+    expect(escape in on_terminal(env, *bad), "no colour on a terminal")
+    plain = on_terminal({"TERM": "xterm", "NO_COLOR": "1"}, *bad)
+    expect("error" in plain and escape not in plain, f"colour under NO_COLOR: {plain!r}")
+    _, piped, _ = mvmm(*bad)
+    expect("error" in piped and escape not in piped, f"colour in a pipe: {piped!r}")
+
+
 def test_pvm_host_refuses_quickly():
     if not Path("/sys/module/kvm_pvm").exists():
         raise guest.SkipTest("this host's /dev/kvm is not PVM")
@@ -179,4 +218,5 @@ def test_pvm_host_refuses_quickly():
 
 if __name__ == "__main__":
     os.environ.setdefault("MVMM", "build/vmm/mvmm")
-    guest.main([test_help_and_version, test_bad_input_exits_2_with_one_line, test_pvm_host_refuses_quickly])
+    guest.main([test_help_and_version, test_bad_input_exits_2_with_one_line, test_colour_only_on_a_terminal,
+                test_pvm_host_refuses_quickly])

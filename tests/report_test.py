@@ -59,6 +59,17 @@ def check_clean_boot(run):
     exits = doc["vm_exits"]
     expect(exits["total"] > 0 and exits["by_device"].get("com1", 0) > 0, f"VM exits {exits}", run)
     expect(doc["rcu"]["batches"] >= 1 and doc["address_spaces"]["mmio"]["rebuilds"] >= 1, "no RCU work", run)
+    # Each disk's own timeline, without any help from the guest: DRIVER_OK, then its first notify.
+    devices = t["devices"]
+    expect(len(devices) == DISKS and all(d["name"].startswith("disk ") for d in devices), f"devices {devices}", run)
+    expect(all(t["first_kvm_run"] < d["driver_ok"] <= d["first_notify"] < t["guest_stopped"] for d in devices),
+           f"device times out of order: {devices}", run)
+    alloc = doc["request_allocation"]
+    queues = [q for d in alloc["devices"] for q in d["queues"]]
+    expect(alloc["mode"] == "pool" and len(alloc["devices"]) == DISKS and queues, f"request allocation {alloc}", run)
+    expect(all(q["slots"] > 0 and 1 <= q["peak_slots_in_use"] <= q["slots"] and q["pool_resident_bytes"] > 0
+               for q in queues) and alloc["slots"] == sum(q["slots"] for q in queues),
+           f"request pools {alloc}", run)
     stats = exit_stats(run)
     expect(stats["vm_exits"] == exits["total"] and stats["trims"] == doc["trim"]["by_policy"]["trims"]
            and stats["peak_rss_kib"] == mem["peak_rss_bytes"] >> 10, f"exit stats {stats} disagree", run)

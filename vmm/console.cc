@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include "vmm/cli/usage_error.h"
+
 namespace mvmm {
 
 Console::Console(const SerialConfig& config) : stdio_(config.kind == SerialConfig::Kind::Stdio) {

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "mem/fd.h"
-#include "vmm/config.h"
+#include "vmm/cli/config.h"
 
 namespace mvmm {
 

@@ -6,7 +6,7 @@
 
 #include "devices/virtio/blk/device.h"
 #include "devices/virtio/scsi/controller.h"
-#include "vmm/usage_error.h"
+#include "vmm/cli/usage_error.h"
 
 namespace mvmm {
 

@@ -11,7 +11,7 @@
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
-#include "vmm/options.h"
+#include "vmm/cli/options.h"
 
 namespace mvmm {
 

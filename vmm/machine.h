@@ -1,43 +1,30 @@
-// An mvmm machine: guest RAM, the KVM VM with its irqchip, the legacy devices, the boot
-// state of the vCPUs and one thread per vCPU.  run() returns the exit code.
+// An mvmm machine's life: the board the builder made, the vCPU threads that run it, and the
+// end of the run (poweroff, reset, crash, an error or a signal: the first reason wins).  It also
+// answers the management socket.  run() returns the exit code.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "devices/pci/host_bridge.h"
-#include "mem/address_space.h"
-#include "mem/guest_memory.h"
 #include "vmm/api/handler.h"
-#include "vmm/boot_report.h"
-#include "vmm/config.h"
-#include "vmm/console.h"
-#include "vmm/disks.h"
+#include "vmm/board.h"
+#include "vmm/cli/validate.h"
 #include "vmm/exit_code.h"
-#include "vmm/exit_figures.h"
-#include "vmm/kvm.h"
-#include "vmm/kvm_platform.h"
-#include "vmm/vcpu_diagnostics.h"
+#include "vmm/report/boot_report.h"
+#include "vmm/report/exit_figures.h"
+#include "vmm/vcpu/vcpu_runner.h"
 
 namespace mvmm {
 
-namespace devices {
-class Uart16550;
-}
-
 class Machine : public api::ApiHandler {
   public:
-    // `disks` are opened already; the machine puts them on PCI and owns them from now on.
-    // `report`, when given, hears of the boot's phases, console and exit figures.
-    Machine(const Config& config, std::vector<Disk> disks, BootReport* report = nullptr);
-    ~Machine();
+    // Builds the board from `plan`; `disks` are opened already.  `report`, when given, hears of
+    // the boot's phases, console and exit figures.
+    Machine(BootPlan plan, std::vector<Disk> disks, BootReport* report = nullptr);
     Machine(const Machine&) = delete;
     Machine& operator=(const Machine&) = delete;
 
@@ -55,36 +42,16 @@ class Machine : public api::ApiHandler {
     ExitFigures exit_figures() const;
 
   private:
-    void setup_devices();
-    void attach_disks(std::vector<Disk> disks);
-    void load_guest();
-    void setup_vcpu(const Vcpu& vcpu, unsigned index, GuestAddr entry, GuestAddr zero_page);
-    void vcpu_loop(const Vcpu& vcpu);
-    bool handle_exit(const Vcpu& vcpu);  // false: stop this vCPU
-    void stamp(BootEvent event) const noexcept {
-        if (report_) report_->stamp(event);
-    }
+    void on_power(devices::PowerEvent event);
 
-    const Config& config_;
+    const BootPlan plan_;
     BootReport* report_;
-    VmExitCounts exits_;
-    Kvm kvm_;
-    Vm vm_;
-    GuestMemory memory_;
-    KvmPlatform platform_;
-    MmioSpace mmio_;
-    PioSpace pio_;
-    Console console_;
-    std::shared_ptr<devices::Uart16550> uart_;
-    std::unique_ptr<devices::pci::PciHostBridge> pci_;
-    VcpuDiagnostics diagnostics_;  // kicks and dumps; outlives the vCPU threads
-    std::vector<std::unique_ptr<Vcpu>> vcpus_;
-    std::vector<std::jthread> vcpu_threads_;
+    Board board_;
+    VcpuRunner vcpus_;
 
     std::mutex exit_mutex_;
     std::condition_variable exit_cv_;
     std::optional<ExitCode> exit_code_;
-    std::atomic<bool> stopping_{false};
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

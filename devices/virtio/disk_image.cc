@@ -5,6 +5,7 @@
 #include <linux/fs.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -14,7 +15,8 @@
 #include <array>
 #include <cstring>
 #include <stdexcept>
-#include <vector>
+
+#include "mem/mapping.h"
 
 namespace mvmm::devices::virtio {
 namespace {
@@ -52,6 +54,19 @@ IoResult transfer_all(VectorIo call, int fd, uint64_t offset, const GuestBuffers
         moved += static_cast<uint64_t>(done);
     }
     return Ok{};
+}
+
+// Zeroes to write where the host cannot zero a range itself: 1 MiB of a read-only anonymous
+// mapping, which reads as the kernel's zero page (no memory) and cannot be written by mistake.
+// Made by the first writable image, at set-up.
+GuestBuffers::Part zero_source() {
+    static const Mapping zeroes = [] {
+        constexpr size_t kBytes = 1 << 20;
+        void* at = ::mmap(nullptr, kBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (at == MAP_FAILED) throw_errno("mapping zeroes for write-zeroes");
+        return Mapping(at, kBytes);
+    }();
+    return GuestBuffers::Part(zeroes.bytes());
 }
 
 bool unsupported(int error) {
@@ -113,6 +128,7 @@ DiskImage DiskImage::open(const std::string& path, bool ro) {
         fail_open(path, errno == EWOULDBLOCK
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
+    if (!ro) zero_source();  // now, not on an I/O thread
     return DiskImage(path, std::move(fd), size, ro);
 }
 
@@ -158,11 +174,21 @@ IoResult DiskImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unma
     if (!unsupported(errno)) return errno_result();
 
     // No fallocate zeroing on this host filesystem (tmpfs, NFS...): write zeroes.
-    static const std::array<uint8_t, 64 * 1024> zeroes{};
-    const GuestBuffers::Part zero(
-        std::span(const_cast<uint8_t*>(zeroes.data()), zeroes.size()));  // only read
-    const std::vector<GuestBuffers::Part> parts((length + zeroes.size() - 1) / zeroes.size(), zero);
-    return transfer_all(::pwritev, fd_.get(), offset, GuestBuffers(parts).slice(0, length));
+    return write_repeated(offset, length, zero_source());
+}
+
+IoResult DiskImage::write_repeated(uint64_t offset, uint64_t length,
+                                   GuestBuffers::Part pattern) const {
+    if (pattern.empty()) return errno_result(EINVAL);
+    std::array<GuestBuffers::Part, kIovWindow> parts;
+    parts.fill(pattern);
+    const GuestBuffers window(parts);  // one vectored write's worth
+    for (uint64_t done = 0; done < length; done += window.size()) {
+        auto written =
+            transfer_all(::pwritev, fd_.get(), offset + done, window.slice(0, length - done));
+        if (!written) return written;
+    }
+    return Ok{};
 }
 
 }  // namespace mvmm::devices::virtio

@@ -48,8 +48,12 @@ class DiskImage {
     IoResult flush();
     // Deallocation is a hint: a host that cannot punch holes still succeeds.
     IoResult discard(uint64_t offset, uint64_t length) const;
-    // The range reads back as zeroes; `may_unmap` lets the host deallocate it.
+    // The range reads back as zeroes; `may_unmap` lets the host deallocate it.  Where the host
+    // cannot zero a range itself, the zeroes come from a read-only mapping.
     IoResult write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) const;
+    // `pattern` (not empty) again and again over [offset, offset + length), the last copy cut
+    // short, in vectored writes whose pieces all point at it: nothing is copied or allocated.
+    IoResult write_repeated(uint64_t offset, uint64_t length, GuestBuffers::Part pattern) const;
 
   private:
     DiskImage(std::string path, Fd fd, uint64_t size, bool read_only);

@@ -89,6 +89,24 @@ TEST(DiskIoFallbackTest, WriteZeroesWritesZeroesWhereFallocateCannot) {
     EXPECT_EQ(file.read(204 * 1024, 4096), filled(4096, 0x55));
 }
 
+TEST(DiskIoRepeatedTest, WriteRepeatedWritesAPatternOverARangeInMoreThanOneCall) {
+    TempImage file(256 * 1024, 0xaa);
+    DiskImage image = DiskImage::open(file.path(), false);
+    std::vector<uint8_t> block = testing::pattern(512, 3);
+    const GuestBuffers::Part pattern{std::span(block)};
+    // 64 pieces per vectored write: 32 KiB a call; the last copy is cut short.
+    constexpr uint64_t kLength = 100 * 1024 + 256;
+    ASSERT_TRUE(image.write_repeated(512, kLength, pattern));
+    for (uint64_t at = 0; at < kLength; at += 512) {
+        const uint64_t n = std::min<uint64_t>(512, kLength - at);
+        ASSERT_EQ(file.read(512 + at, n), std::vector<uint8_t>(block.begin(), block.begin() + n))
+            << "copy at " << at;
+    }
+    EXPECT_EQ(file.read(0, 512), filled(512, 0xaa));
+    EXPECT_EQ(file.read(512 + kLength, 256), filled(256, 0xaa));
+    EXPECT_FALSE(image.write_repeated(0, 512, GuestBuffers::Part()));
+}
+
 TEST(DiskIoReadOnlyTest, AReadOnlyImageCannotBeWritten) {
     TempImage file(4096, 0x11);
     DiskImage image = DiskImage::open(file.path(), true);

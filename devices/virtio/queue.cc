@@ -135,6 +135,10 @@ Result<std::optional<DescriptorChain>, RingError> SplitQueue::pop(
     return std::optional<DescriptorChain>{std::move(chain)};
 }
 
+bool SplitQueue::has_available() const {
+    return avail_.load<uint16_t>(kIdxOffset, std::memory_order_acquire) != next_avail_;
+}
+
 Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Part> parts,
                                        DescriptorChain& chain) const {
     GuestSlice table = desc_;

@@ -61,6 +61,8 @@ class SplitQueue {
     // buffers are recorded in `parts`, one per descriptor, which must hold size() of them (a
     // chain has at most that many) and outlive the chain; only the ones used are written.
     Result<std::optional<DescriptorChain>, RingError> pop(std::span<GuestBuffers::Part> parts);
+    // Whether pop() has something to look at: a chain, or an index it reports as corrupt.
+    bool has_available() const;
     // Returns a chain to the driver; `written` is how many bytes the device wrote into its
     // writable buffers.
     void push_used(uint16_t head, uint32_t written);

@@ -113,9 +113,24 @@ TEST_F(QueueTest, RejectsRingsNotEntirelyInRam) {
 
 TEST_F(QueueTest, EmptyQueuePopsNothing) {
     auto queue = make();
+    EXPECT_FALSE(queue.has_available());
     auto popped = queue.pop(parts);
     ASSERT_TRUE(popped);
     EXPECT_FALSE(*popped);
+}
+
+TEST_F(QueueTest, HasAvailableUntilEveryChainIsPopped) {
+    auto queue = make();
+    const Buffer chain[] = {{data, 16, false}};
+    driver.add_chain(chain);
+    driver.add_chain(chain);
+    EXPECT_TRUE(queue.has_available());
+    pop_chain(queue);
+    EXPECT_TRUE(queue.has_available());
+    pop_chain(queue);
+    EXPECT_FALSE(queue.has_available());
+    driver.set_avail_idx(100);  // a jump: pop() reports it
+    EXPECT_TRUE(queue.has_available());
 }
 
 TEST_F(QueueTest, WritesOnlyThePartsAChainUses) {

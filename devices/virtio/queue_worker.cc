@@ -4,14 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 
 namespace mvmm::devices::virtio {
 namespace {
@@ -36,24 +36,65 @@ std::span<Part> parts_in(const SlotPool::Slot& slot) {
     return {reinterpret_cast<Part*>(room.data()), room.size() / sizeof(Part)};
 }
 
+// Room for the one operation a worker has queued at any time (a posted resume or the wait for
+// its kick), so scheduling a batch takes nothing from the heap.  Asio's own per-thread cache of
+// operation memory misses now and then when I/O threads trade a queue's work (request-bench
+// --short under load: one allocation in 20 runs without this; a strand's invoker, about one in
+// a thousand requests).
+class HandlerMemory {
+  public:
+    void* allocate(size_t size) {
+        if (size <= sizeof storage_ && !in_use_.exchange(true)) return storage_;
+        return ::operator new(size);  // larger than Asio's operations are, or a second one
+    }
+    void deallocate(void* pointer) noexcept {
+        if (pointer == storage_)
+            in_use_.store(false);
+        else
+            ::operator delete(pointer);
+    }
+
+  private:
+    alignas(std::max_align_t) std::byte storage_[256];
+    std::atomic<bool> in_use_{false};
+};
+
+template <class T>
+struct HandlerAllocator {
+    using value_type = T;
+    explicit HandlerAllocator(HandlerMemory& m) noexcept : memory(&m) {}
+    template <class U>
+    HandlerAllocator(const HandlerAllocator<U>& other) noexcept : memory(other.memory) {}
+    T* allocate(size_t n) { return static_cast<T*>(memory->allocate(n * sizeof(T))); }
+    void deallocate(T* pointer, size_t) noexcept { memory->deallocate(pointer); }
+    template <class U>
+    bool operator==(const HandlerAllocator<U>& other) const noexcept {
+        return memory == other.memory;
+    }
+
+    HandlerMemory* memory;
+};
+
+// A handler whose operation Asio allocates from its HandlerMemory (the associated allocator).
+template <class Function>
+struct InMemory {
+    using allocator_type = HandlerAllocator<void>;
+    allocator_type get_allocator() const noexcept { return allocator; }
+    template <class... Args>
+    void operator()(Args&&... args) {
+        function(std::forward<Args>(args)...);
+    }
+
+    Function function;
+    allocator_type allocator;
+};
+
 }  // namespace
 
-void QueueCounters::record_used(uint16_t queue) noexcept {
-    using namespace std::chrono;
-    const auto us = duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
-    last_used_.store(static_cast<uint64_t>(us) << 16 | queue, std::memory_order_relaxed);
-}
-
-std::optional<LastUsed> QueueCounters::last_used() const noexcept {
-    using namespace std::chrono;
-    const uint64_t word = last_used_.load(std::memory_order_relaxed);
-    if (word == 0) return std::nullopt;
-    return LastUsed{static_cast<uint16_t>(word & 0xffff),
-                    steady_clock::time_point(microseconds(word >> 16))};
-}
-
 // One queue's life between start() and stop(): wait for a kick on the io_context, drain the
-// ring in batches, hand each chain to the handler, notify.  Handlers hold a shared_ptr, so
+// ring in batches, hand each chain to the handler, notify.  A worker has one Asio handler
+// queued at a time (a resume or a kick wait, each queueing the next), so one queue runs on
+// one thread at a time; mutex_ is only contended by stop().  Handlers hold a shared_ptr, so
 // the worker outlives a handler still queued after stop(); such a handler sees stopped_ and
 // touches nothing else.
 class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
@@ -70,18 +111,26 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring);
 
     void start();
+    uint16_t index() const noexcept { return index_; }
+    // Its request pool and heap allocations, for the counters' statistics.
+    std::shared_ptr<const QueueRequests> requests() const { return requests_; }
     // After it returns no handler touches the queue, the request handler or the interrupt.
     void stop();
 
   private:
     enum class Drained { Idle, More, Stopping };
 
+    template <class Function>
+    InMemory<Function> in_memory(Function function) {
+        return {std::move(function), HandlerAllocator<void>(handler_memory_)};
+    }
+    void post_resume();
     void resume();
     void on_kick(const boost::system::error_code& error);
-    void run_batch();  // requires mutex_, !stopped_
-    Result<Drained, RingError> drain();
+    void run_batch(CountedAllocations& counted);  // requires mutex_, !stopped_
+    Result<Drained, RingError> drain(CountedAllocations& counted);
     Result<bool, RingError> take();
-    bool handle_taken();
+    bool handle_taken(CountedAllocations& counted);
     void wait_for_kick();
     void fail(std::string_view why);  // requires mutex_
 
@@ -91,9 +140,11 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     RequestHandler& handler_;
     Interrupt& interrupt_;
     QueueCounters& counters_;
-    SlotPool slots_;                     // one per request in flight, the queue size of them
+    // Its pool has a slot per request in flight, the queue size of them.
+    const std::shared_ptr<QueueRequests> requests_;
     std::vector<SlotPool::Slot> batch_;  // taken off the ring, not handled yet
-    boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+    boost::asio::io_context& io_;
+    HandlerMemory handler_memory_;                // for the one handler queued at a time
     boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
     std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
     bool stopped_ = false;
@@ -107,8 +158,9 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       handler_(wiring.handler),
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
-      slots_(request_slot_size(queue_.size()), queue_.size(), wiring.request_alloc),
-      strand_(boost::asio::make_strand(io)),
+      requests_(std::make_shared<QueueRequests>(request_slot_size(queue_.size()), queue_.size(),
+                                                wiring.request_alloc)),
+      io_(io),
       kick_(io) {
     const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
                                                   "dup of a queue kick eventfd"));
@@ -118,12 +170,16 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
         ::close(fd);  // assign() did not take it
         throw boost::system::system_error(error, "watching a queue kick eventfd");
     }
-    batch_.reserve(slots_.capacity());
+    batch_.reserve(queue_.size());
 }
 
 void QueueWorkers::Worker::start() {
     // Drain once first: a driver may have queued buffers before DRIVER_OK.
-    boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+    post_resume();
+}
+
+void QueueWorkers::Worker::post_resume() {
+    boost::asio::post(io_, in_memory([self = shared_from_this()] { self->resume(); }));
 }
 
 void QueueWorkers::Worker::stop() {
@@ -135,28 +191,31 @@ void QueueWorkers::Worker::stop() {
 }
 
 void QueueWorkers::Worker::resume() {
+    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
-    if (!stopped_) run_batch();
+    if (!stopped_) run_batch(counted);
 }
 
 void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
+    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     if (error) return fail("waiting for kicks failed: " + error.message());
+    counters_.record_notify();
     // Consume the kick before draining, so a kick during the batch wakes us again.
     uint64_t kicks;
     [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
-    run_batch();
+    run_batch(counted);
 }
 
-void QueueWorkers::Worker::run_batch() {
+void QueueWorkers::Worker::run_batch(CountedAllocations& counted) {
     try {
-        auto drained = drain();
+        auto drained = drain(counted);
         if (!drained) return fail(to_string(drained.error()));
         if (queue_.should_notify()) interrupt_.notify_queue(index_);
         if (*drained == Drained::Stopping) return;
         if (*drained == Drained::More)
-            boost::asio::post(strand_, [self = shared_from_this()] { self->resume(); });
+            post_resume();
         else
             wait_for_kick();
     } catch (const std::exception& e) {
@@ -168,21 +227,23 @@ void QueueWorkers::Worker::run_batch() {
 // One batch: take what the ring holds, as far as slots last, then handle it.  At most a
 // queue's worth of chains per batch, so one busy queue cannot starve the others that share
 // its I/O thread.
-Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain() {
+Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain(
+    CountedAllocations& counted) {
     queue_.disable_notifications();
     auto more = take();
     if (!more) return Unexpected{more.error()};
-    if (!handle_taken()) return Drained::Stopping;
+    if (!handle_taken(counted)) return Drained::Stopping;
     if (*more) return Drained::More;
     return queue_.enable_notifications() ? Drained::More : Drained::Idle;
 }
 
 // Pops chains into slots until the ring is empty (false) or every slot is in flight (true:
-// the rest wait in the ring for the slots to come back).
+// the rest wait in the ring for the slots to come back).  A slot is taken only for a chain
+// the ring holds, so the pool's peak is the most requests in flight.
 Result<bool, RingError> QueueWorkers::Worker::take() {
     batch_.clear();
-    while (!stopping_.load()) {
-        auto slot = slots_.acquire();
+    while (!stopping_.load() && queue_.has_available()) {
+        auto slot = requests_->pool.acquire();
         if (!slot) return true;
         auto popped = queue_.pop(parts_in(*slot));
         if (!popped) return Unexpected{popped.error()};
@@ -195,7 +256,7 @@ Result<bool, RingError> QueueWorkers::Worker::take() {
 
 // Hands the batch to the handler in ring order and returns each chain to the driver; false
 // when stop() came first.  The slots go back either way.
-bool QueueWorkers::Worker::handle_taken() {
+bool QueueWorkers::Worker::handle_taken(CountedAllocations& counted) {
     bool completed = true;
     for (const SlotPool::Slot& slot : batch_) {
         if (stopping_.load()) {
@@ -204,7 +265,9 @@ bool QueueWorkers::Worker::handle_taken() {
         }
         const DescriptorChain& chain = chain_in(slot);
         ++counters_.requests;
-        queue_.push_used(chain.head, handler_.handle(chain));
+        const uint32_t written = handler_.handle(chain);
+        counted.update();  // what the driver sees returned is counted
+        queue_.push_used(chain.head, written);
         counters_.record_used(index_);
     }
     batch_.clear();
@@ -213,10 +276,9 @@ bool QueueWorkers::Worker::handle_taken() {
 
 void QueueWorkers::Worker::wait_for_kick() {
     kick_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     boost::asio::bind_executor(
-                         strand_, [self = shared_from_this()](const boost::system::error_code& e) {
-                             self->on_kick(e);
-                         }));
+                     in_memory([self = shared_from_this()](const boost::system::error_code& e) {
+                         self->on_kick(e);
+                     }));
 }
 
 void QueueWorkers::Worker::fail(std::string_view why) {
@@ -242,6 +304,8 @@ QueueWorkers::~QueueWorkers() {
 bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
                          uint16_t max_queue_size, const HandlerFor& handler_for) {
     stop();
+    counters_.record_driver_ok();
+    counters_.publish_queues({});  // the last activation's pools go, whatever this one does
     if (context.queues.size() != num_queues || context.kicks.size() != num_queues) {
         spdlog::error("{}: activated with {} queues and {} kick eventfds, expected {}", name_,
                       context.queues.size(), context.kicks.size(), num_queues);
@@ -271,6 +335,9 @@ bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
         spdlog::error("{}: cannot start the queues: {}", name_, e.what());
         return false;
     }
+    std::vector<std::shared_ptr<const QueueRequests>> requests(num_queues);
+    for (const auto& worker : workers) requests[worker->index()] = worker->requests();
+    counters_.publish_queues(std::move(requests));
     workers_ = std::move(workers);
     for (auto& worker : workers_) worker->start();
     return true;

@@ -1,24 +1,22 @@
 // Queue processing shared by the virtio devices (blk, scsi).  Each ready queue gets a worker
 // between activate() and reset(): it waits for its kick eventfd on the Boost.Asio io_context
-// the VMM runs on its I/O threads, drains the ring in batches on a strand of its own (one
-// queue on one thread at a time, so queue state needs no lock), hands every chain to the
-// device's RequestHandler and interrupts the driver.  Data flows one way: the worker is given
+// the VMM runs on its I/O threads, drains the ring in batches (one queue on one thread at a
+// time: a worker has one handler queued at a time), hands every chain to the device's
+// RequestHandler and interrupts the driver.  Data flows one way: the worker is given
 // its queue, handler, interrupt and counters, and never calls back into the device.
 // Every request in flight lives in a slot of its queue's SlotPool (mem/slot_pool.h), so the
 // request path allocates nothing (see README.md, "Requests in flight").
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "devices/virtio/device.h"
 #include "devices/virtio/queue.h"
+#include "devices/virtio/queue_counters.h"
 #include "mem/slot_pool.h"
 
 namespace boost::asio {
@@ -35,28 +33,6 @@ class RequestHandler {
   public:
     virtual ~RequestHandler() = default;
     virtual uint32_t handle(const DescriptorChain& chain) = 0;
-};
-
-// When a worker last returned a chain to the driver (wrote guest memory and the used ring).
-struct LastUsed {
-    uint16_t queue = 0;
-    std::chrono::steady_clock::time_point at;
-};
-
-// What the workers of one device report; the device (and crash diagnostics) read it from
-// any thread.
-struct QueueCounters {
-    std::atomic<uint64_t> requests{0};       // chains returned to the driver
-    std::atomic<uint64_t> failed_queues{0};  // stopped by a corrupt ring (or a host error)
-    std::atomic<bool> needs_reset{false};    // set with failed_queues; cleared by the device
-
-    void record_used(uint16_t queue) noexcept;
-    std::optional<LastUsed> last_used() const noexcept;  // nullopt: nothing returned yet
-
-  private:
-    // Microseconds of steady_clock << 16 | queue: one word, so a reader never pairs one
-    // chain's queue with another's time.  0: never.
-    std::atomic<uint64_t> last_used_{0};
 };
 
 // The workers of one device's queues, from activation to reset.
@@ -78,7 +54,8 @@ class QueueWorkers {
     // Stops the previous workers, checks `context` (num_queues queues and kick eventfds, the
     // layout of every ready queue) and starts a worker on each ready queue.  Returns false, logging
     // why, when a queue is unusable; then no worker runs.  `context.memory` and `context.interrupt`
-    // must stay valid until stop().
+    // must stay valid until stop().  Called when the driver sets DRIVER_OK, which the counters
+    // record, with the new queues' request pools.
     bool start(const ActivateContext& context, uint16_t num_queues, uint16_t max_queue_size,
                const HandlerFor& handler_for);
 

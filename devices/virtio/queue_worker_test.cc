@@ -113,6 +113,96 @@ TEST_F(QueueWorkersTest, RemembersWhenAndOnWhichQueueAChainWasLastReturned) {
     EXPECT_LE(last->at, std::chrono::steady_clock::now());
 }
 
+TEST_F(QueueWorkersTest, StatisticsShowEachQueuesPoolAndItsPeak) {
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    EXPECT_TRUE(counters.statistics().queues.empty()) << "no pool before the first activation";
+    for (int i = 0; i < 3; ++i) submit(0);  // the drain at activation takes them as one batch
+    ASSERT_TRUE(start(handler));
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 3; }));
+
+    const auto queues = counters.statistics().queues;
+    ASSERT_EQ(queues.size(), 2u);
+    for (uint16_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(queues[i].queue, i);
+        EXPECT_EQ(queues[i].request_alloc, SlotSource::pool);
+        EXPECT_EQ(queues[i].slots, 8u) << "one per ring entry";
+        EXPECT_FALSE(queues[i].heap_allocations) << "nothing counts them in this test";
+    }
+    EXPECT_EQ(queues[0].peak_slots_in_use, 3u);
+    EXPECT_EQ(queues[1].peak_slots_in_use, 0u);
+    EXPECT_GE(queues[0].pool_resident_bytes, 4096u) << "the slots it used are in memory";
+    EXPECT_EQ(queues[1].pool_resident_bytes, 0u) << "an idle queue's pool is address space";
+
+    workers.stop();
+    EXPECT_EQ(counters.statistics().queues.size(), 2u) << "a reset leaves the figures readable";
+    drivers[0] = std::make_unique<vt::TestDriver>(guest, 8);  // a driver sets up new rings
+    ActivateContext one_queue = context();
+    one_queue.queues[1].ready = false;
+    ASSERT_TRUE(workers.start(one_queue, 2, 8, [&](uint16_t) { return &handler; }));
+    const auto restarted = counters.statistics().queues;
+    ASSERT_EQ(restarted.size(), 1u) << "the next activation replaces them";
+    EXPECT_EQ(restarted[0].peak_slots_in_use, 0u);
+}
+
+TEST_F(QueueWorkersTest, StatisticsKeepTheFirstDriverOkAndTheFirstNotify) {
+    IncrementHandler handler;
+    vt::IoThread thread(io);
+    EXPECT_FALSE(counters.statistics().driver_ok);
+    submit(1, 1);  // before DRIVER_OK: the drain at activation serves it, with no notify
+    const auto before = std::chrono::steady_clock::now();
+    ASSERT_TRUE(start(handler));
+    const auto driver_ok = counters.statistics().driver_ok;
+    ASSERT_TRUE(driver_ok);
+    EXPECT_GE(*driver_ok, before);
+    EXPECT_LE(*driver_ok, std::chrono::steady_clock::now());
+
+    ASSERT_TRUE(vt::eventually([&] { return drivers[1]->used_idx() == 1; }));
+    EXPECT_FALSE(counters.statistics().first_notify);
+    submit(1, 1);
+    kicks[1].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[1]->used_idx() == 2; }));
+    const auto first_notify = counters.statistics().first_notify;
+    ASSERT_TRUE(first_notify);
+    EXPECT_GE(*first_notify, *driver_ok);
+
+    ASSERT_TRUE(start(handler));  // a reset and a second DRIVER_OK
+    EXPECT_EQ(counters.statistics().driver_ok, driver_ok) << "the first is kept";
+    EXPECT_EQ(counters.statistics().first_notify, first_notify);
+}
+
+// Handlers that "allocate" by bumping a per-thread count, which the statistics take from the
+// installed counter as they would from a malloc hook.
+thread_local uint64_t fake_allocations = 0;
+class AllocatingHandler : public IncrementHandler {
+  public:
+    uint32_t handle(const DescriptorChain& chain) override {
+        fake_allocations += 2;
+        return IncrementHandler::handle(chain);
+    }
+};
+
+struct FakeAllocationCounter {
+    FakeAllocationCounter() {
+        count_heap_allocations_with([]() noexcept { return fake_allocations; });
+    }
+    ~FakeAllocationCounter() { count_heap_allocations_with(nullptr); }
+};
+
+TEST_F(QueueWorkersTest, StatisticsCountTheHeapAllocationsOfEachQueuesWork) {
+    const FakeAllocationCounter installed;
+    AllocatingHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    for (int i = 0; i < 3; ++i) submit(0, 1);
+    kicks[1].signal();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[1]->used_idx() == 3; }));
+    const auto queues = counters.statistics().queues;
+    ASSERT_EQ(queues.size(), 2u);
+    EXPECT_EQ(queues[0].heap_allocations, 0u);
+    EXPECT_EQ(queues[1].heap_allocations, 6u);
+}
+
 // Every request-alloc mode serves the same chains; only where the request lives differs.
 class QueueWorkersAllocTest : public QueueWorkersTest,
                               public ::testing::WithParamInterface<SlotSource> {};

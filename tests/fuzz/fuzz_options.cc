@@ -6,8 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "vmm/config.h"
-#include "vmm/options.h"
+#include "vmm/cli/config.h"
+#include "vmm/cli/options.h"
+#include "vmm/cli/usage_error.h"
 
 namespace {
 

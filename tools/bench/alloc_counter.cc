@@ -31,6 +31,12 @@ namespace mvmm::bench {
 namespace {
 
 std::atomic<uint64_t> counted{0};
+thread_local std::atomic<uint64_t> counted_here{0};  // this thread's share of `counted`
+
+void count_allocation() noexcept {
+    counted.fetch_add(1, std::memory_order_relaxed);
+    counted_here.fetch_add(1, std::memory_order_relaxed);
+}
 
 struct Allocator {
     void* (*malloc)(size_t);
@@ -89,10 +95,16 @@ bool counting_allocations() {
 uint64_t allocations() {
     return counted.load(std::memory_order_relaxed);
 }
+uint64_t thread_allocations() noexcept {
+    return counted_here.load(std::memory_order_relaxed);
+}
+const std::atomic<uint64_t>& this_thread_allocation_counter() noexcept {
+    return counted_here;
+}
 
 }  // namespace mvmm::bench
 
-using mvmm::bench::counted;
+using mvmm::bench::count_allocation;
 using mvmm::bench::real;
 using mvmm::bench::resolving;
 
@@ -100,18 +112,18 @@ extern "C" {
 
 void* malloc(size_t size) noexcept {
     if (resolving) return mvmm::bench::from_arena(size);
-    counted.fetch_add(1, std::memory_order_relaxed);
+    count_allocation();
     return real()->malloc(size);
 }
 
 void* calloc(size_t count, size_t size) noexcept {
     if (resolving) return mvmm::bench::from_arena(count * size);  // static: already zero
-    counted.fetch_add(1, std::memory_order_relaxed);
+    count_allocation();
     return real()->calloc(count, size);
 }
 
 void* realloc(void* p, size_t size) noexcept {
-    counted.fetch_add(1, std::memory_order_relaxed);
+    count_allocation();
     if (mvmm::bench::in_arena(p)) {
         void* moved = real()->malloc(size);
         const auto* end = mvmm::bench::arena + sizeof mvmm::bench::arena;
@@ -128,7 +140,7 @@ void free(void* p) noexcept {
 }
 
 int posix_memalign(void** out, size_t alignment, size_t size) noexcept {
-    counted.fetch_add(1, std::memory_order_relaxed);
+    count_allocation();
     return real()->posix_memalign(out, alignment, size);
 }
 
@@ -204,6 +216,13 @@ bool counting_allocations() {
 }
 uint64_t allocations() {
     return 0;
+}
+uint64_t thread_allocations() noexcept {
+    return 0;
+}
+const std::atomic<uint64_t>& this_thread_allocation_counter() noexcept {
+    static const std::atomic<uint64_t> none{0};
+    return none;
 }
 }  // namespace mvmm::bench
 

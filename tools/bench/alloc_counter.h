@@ -1,8 +1,10 @@
 // Counts heap allocations for benchmarks: alloc_counter.cc, linked into a benchmark, puts
 // malloc, calloc, realloc, the aligned allocators and operator new in front of whichever
-// allocator the build links (glibc, jemalloc, tcmalloc) and counts every call.
+// allocator the build links (glibc, jemalloc, tcmalloc) and counts every call, in all and per
+// thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace mvmm::bench {
@@ -11,6 +13,10 @@ namespace mvmm::bench {
 bool counting_allocations();
 // Allocations so far, by every thread.
 uint64_t allocations();
+// Allocations so far by the calling thread (a devices::virtio::ThreadAllocations).
+uint64_t thread_allocations() noexcept;
+// The calling thread's count, for reading from another thread while this one lives.
+const std::atomic<uint64_t>& this_thread_allocation_counter() noexcept;
 // The allocator malloc reaches: "jemalloc", "tcmalloc" or "glibc" (by the symbols loaded).
 const char* active_allocator();
 

@@ -83,8 +83,8 @@ def gate_lines(gate):
         return []
     threshold = f"{gate['threshold']:.1%}"
     out = ["", f"gate: a phase slower than +{threshold} whose one-sided {gate['confidence']:.2%} lower bound "
-               f"(Student's t on the log ratios, Bonferroni over {len(gate['comparisons'])} comparisons) is above "
-               "1; [95% bootstrap interval]"]
+               f"(Student's t on the rounds' log ratios; against a baseline, Welch's t; Bonferroni over "
+               f"{len(gate['comparisons'])} comparisons) is above 1; [95% bootstrap interval]"]
     if not gate["comparisons"]:
         return out + ["gate: nothing to compare (no rounds with both builds, or no matching baseline)"]
     out += ratio_lines(gate["comparisons"])

@@ -5,7 +5,7 @@
 
 #include "rcu/trim.h"
 #include "vmm/api/api_config.h"
-#include "vmm/api/process_memory.h"
+#include "vmm/report/process_memory.h"
 
 namespace mvmm::api {
 

@@ -21,8 +21,8 @@ constexpr uint64_t kFeatureMultiQueue = bit(12);
 constexpr uint64_t kFeatureDiscard = bit(13);
 constexpr uint64_t kFeatureWriteZeroes = bit(14);
 
-constexpr uint32_t kMaxDiscardSectors = 1u << 21;  // 1 GiB per segment; hole punching is cheap
-constexpr uint32_t kMaxDiscardSegments = 32;
+constexpr uint32_t kMaxDiscardSectors = 1u << 21;       // 1 GiB per segment; hole punching is cheap
+constexpr uint32_t kMaxDiscardSegments = kMaxSegments;  // what a request holds
 // 128 MiB: where fallocate cannot zero, the I/O thread writes the zeroes itself, and reset()
 // waits for it.
 constexpr uint32_t kMaxWriteZeroesSectors = 1u << 18;

@@ -1,7 +1,7 @@
 // virtio-blk on a raw image.  Queue work (ring parsing and the disk I/O itself) runs on the
 // Boost.Asio io_context the VMM passes in, never on a vCPU thread: each queue waits for its
-// kick eventfd there, and a strand per queue keeps one queue on one thread at a time, so vmm
-// may run the io_context on any number of I/O threads (see README.md).
+// kick eventfd there, and each queue runs on one thread at a time, so vmm may run the
+// io_context on any number of I/O threads (see README.md).
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,7 @@
 #include "devices/virtio/blk/request.h"
 
+#include <algorithm>
+#include <array>
 #include <limits>
 
 namespace mvmm::devices::virtio::blk {
@@ -33,20 +35,21 @@ Result<Ok, BlkError> check_transfer(const GuestBuffers& data, uint64_t sector,
     return Ok{};
 }
 
-Result<std::vector<DiskRange>, BlkError> parse_segments(RequestType type, const GuestBuffers& data,
-                                                        const DiskInfo& disk) {
+Result<DiskRanges, BlkError> parse_segments(RequestType type, const GuestBuffers& data,
+                                            const DiskInfo& disk) {
     const bool discard = type == RequestType::Discard;
-    const uint32_t max_segments =
-        discard ? disk.max_discard_segments : disk.max_write_zeroes_segments;
+    const uint32_t max_segments = std::min(
+        discard ? disk.max_discard_segments : disk.max_write_zeroes_segments, kMaxSegments);
     const uint32_t max_sectors = discard ? disk.max_discard_sectors : disk.max_write_zeroes_sectors;
     if (data.empty()) return Unexpected{BlkError::NoData};
     if (data.size() % kSegmentSize != 0) return Unexpected{BlkError::UnalignedLength};
     if (data.size() / kSegmentSize > max_segments) return Unexpected{BlkError::TooManySegments};
 
     // Parse a private copy: the guest can change its buffers while we look.
-    std::vector<Segment> segments(data.size() / kSegmentSize);
+    std::array<Segment, kMaxSegments> copy;
+    const auto segments = std::span(copy).first(data.size() / kSegmentSize);
     data.copy_to(0, std::span(reinterpret_cast<uint8_t*>(segments.data()), data.size()));
-    std::vector<DiskRange> ranges;
+    DiskRanges ranges;
     for (const Segment& s : segments) {
         if ((s.flags & ~kSegmentUnmap) != 0 || (discard && (s.flags & kSegmentUnmap)))
             return Unexpected{BlkError::UnsupportedFlags};

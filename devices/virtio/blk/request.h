@@ -3,9 +3,9 @@
 // and a unit test.
 #pragma once
 
+#include <boost/container/static_vector.hpp>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "devices/virtio/guest_buffers.h"
 #include "devices/virtio/queue.h"
@@ -17,6 +17,9 @@ inline constexpr uint64_t kSectorSize = 512;
 inline constexpr uint64_t kHeaderSize = 16;   // struct virtio_blk_req up to data[]
 inline constexpr uint64_t kSegmentSize = 16;  // struct virtio_blk_discard_write_zeroes
 inline constexpr uint64_t kIdBytes = 20;      // VIRTIO_BLK_ID_BYTES
+// The most discard/write-zeroes segments in one request: the bound on max_discard_seg and
+// max_write_zeroes_seg, so a request's ranges live in the request, not on the heap.
+inline constexpr uint32_t kMaxSegments = 32;
 
 enum class RequestType : uint32_t {
     In = 0,
@@ -34,10 +37,10 @@ enum class Status : uint8_t { Ok = 0, IoError = 1, Unsupported = 2 };
 struct DiskInfo {
     uint64_t capacity_sectors = 0;
     bool read_only = false;
-    uint32_t max_discard_sectors = 0;  // per segment
-    uint32_t max_discard_segments = 0;
+    uint32_t max_discard_sectors = 0;   // per segment
+    uint32_t max_discard_segments = 0;  // at most kMaxSegments
     uint32_t max_write_zeroes_sectors = 0;
-    uint32_t max_write_zeroes_segments = 0;
+    uint32_t max_write_zeroes_segments = 0;  // at most kMaxSegments
 };
 
 enum class BlkError {
@@ -51,7 +54,7 @@ enum class BlkError {
     OutOfRange,        // reaches past the end of the disk
     ReadOnly,          // a write, discard or write-zeroes on a read-only disk
     IdBufferTooShort,  // get-id with room for fewer than 20 bytes
-    TooManySegments,   // more than max_discard_seg / max_write_zeroes_seg
+    TooManySegments,   // more than max_discard_seg / max_write_zeroes_seg (or kMaxSegments)
     SegmentTooLarge,   // more than max_discard_sectors / max_write_zeroes_sectors
     UnsupportedFlags,  // unknown segment flags, or unmap on a discard
 };
@@ -67,11 +70,13 @@ struct DiskRange {
     bool operator==(const DiskRange&) const = default;
 };
 
+using DiskRanges = boost::container::static_vector<DiskRange, kMaxSegments>;
+
 struct Request {
     RequestType type = RequestType::In;
-    uint64_t offset = 0;                 // In, Out: byte offset on the disk
-    GuestBuffers data = {};              // In: filled from disk; Out: written; GetId: gets the id
-    std::vector<DiskRange> ranges = {};  // Discard, WriteZeroes
+    uint64_t offset = 0;     // In, Out: byte offset on the disk
+    GuestBuffers data = {};  // In: filled from disk; Out: written; GetId: gets the id
+    DiskRanges ranges = {};  // Discard, WriteZeroes
 };
 
 // Any layout is accepted: the header is the first 16 readable bytes, the status the last

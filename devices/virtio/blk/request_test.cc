@@ -114,10 +114,10 @@ TEST_F(RequestTest, ParsesDiscardAndWriteZeroesSegments) {
                                                        {50, 0, 0},
                                                    })},
                                 {status}));
-    EXPECT_EQ(discard.ranges, (std::vector<DiskRange>{{512, 1024, false}}))
+    EXPECT_EQ(discard.ranges, (DiskRanges{{512, 1024, false}}))
         << "a zero-sector segment is dropped";
     auto zeroes = parsed(chain({header(kWriteZeroes), segments({{68, 32, kUnmap}})}, {status}));
-    EXPECT_EQ(zeroes.ranges, (std::vector<DiskRange>{{68 * 512, 32 * 512, true}}));
+    EXPECT_EQ(zeroes.ranges, (DiskRanges{{68 * 512, 32 * 512, true}}));
 }
 
 // --- every kind of bad request ---
@@ -205,6 +205,18 @@ TEST_F(RequestTest, RejectsTooManySegments) {
         BlkError::TooManySegments);
     EXPECT_EQ(error_of(chain({header(kWriteZeroes), segments({{0, 1, 0}, {2, 1, 0}})}, {status})),
               BlkError::TooManySegments);
+}
+
+TEST_F(RequestTest, TakesNoMoreSegmentsThanARequestHolds) {
+    disk.max_discard_segments = 1000;  // more than any device offers
+    auto list = buffer(16 * (kMaxSegments + 1));
+    for (uint32_t i = 0; i <= kMaxSegments; ++i) {
+        const Seg one{2 * i, 1, 0};
+        std::memcpy(list.data() + 16 * i, &one, 16);
+    }
+    EXPECT_EQ(error_of(chain({header(kDiscard), list}, {status})), BlkError::TooManySegments);
+    const auto most = parsed(chain({header(kDiscard), list.first(16 * kMaxSegments)}, {status}));
+    EXPECT_EQ(most.ranges.size(), kMaxSegments);
 }
 
 TEST_F(RequestTest, RejectsSegmentsThatAreTooLarge) {

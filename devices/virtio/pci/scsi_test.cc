@@ -32,6 +32,7 @@ struct Controller {
     std::vector<std::unique_ptr<vt::TempImage>> images;
     std::vector<std::unique_ptr<vt::TestDriver>> rings;  // control, event, request
     std::unique_ptr<testing::PciDriver> driver;
+    const scsi::ScsiCounters* counters = nullptr;  // the controller's, which the function owns
 };
 
 class ScsiOverPciTest : public ::testing::Test {
@@ -45,9 +46,10 @@ class ScsiOverPciTest : public ::testing::Test {
             config.luns.push_back(
                 {controller.images.back()->path(), lun, false, "s" + std::to_string(lun)});
         }
+        auto device = std::make_unique<scsi::ScsiController>(config, io);
+        controller.counters = &device->counters();
         h.bridge.attach(
-            std::make_shared<VirtioPciFunction>(std::make_unique<scsi::ScsiController>(config, io),
-                                                h.platform, guest.memory()),
+            std::make_shared<VirtioPciFunction>(std::move(device), h.platform, guest.memory()),
             devices::pci::NewRootPort{});
         controllers.push_back(std::move(controller));
     }
@@ -131,6 +133,35 @@ TEST_F(ScsiOverPciTest, TwoControllersAndThreeHundredLunsBehindRootPorts) {
     EXPECT_EQ(big.images[kLuns - 1]->read(3 * 512, 512), pattern);
     EXPECT_EQ(controllers[1].images[1]->read(0, 512), pattern);
     EXPECT_GE(h.platform.vectors.at(3)->triggers, 1u) << "controller 0's request queue vector";
+}
+
+TEST_F(ScsiOverPciTest, StatisticsShowTheQueuesWithWorkersAndTheFirstNotify) {
+    add_controller(1);
+    Controller& c = controllers[0];
+    c.driver = std::move(testing::enumerate_root_ports(h, kWindow).at(0));
+    EXPECT_FALSE(c.counters->statistics().driver_ok);
+    initialize(c);
+    const auto started = c.counters->statistics();
+    EXPECT_TRUE(started.driver_ok);
+    EXPECT_FALSE(started.first_notify);
+    ASSERT_EQ(started.queues.size(), 2u) << "the control and request queues; events have none";
+    EXPECT_EQ(started.queues[0].queue, scsi::ScsiController::kControlQueue);
+    EXPECT_EQ(started.queues[1].queue, scsi::ScsiController::kFirstRequestQueue);
+
+    command(c, 0, {0x12, 0, 0, 0, 36, 0}, {}, 36);  // INQUIRY
+    ASSERT_TRUE(vt::eventually([&] { return c.rings[2]->used_idx() == 1; }));
+    // The kick wakes the worker, whether or not the drain at activation served the command.
+    ASSERT_TRUE(vt::eventually([&] { return c.counters->statistics().first_notify.has_value(); }));
+    const auto served = c.counters->statistics();
+    EXPECT_GE(*served.first_notify, *started.driver_ok);
+    for (const auto& queue : served.queues) {
+        EXPECT_EQ(queue.slots, 16u);
+        EXPECT_EQ(queue.request_alloc, SlotSource::pool);
+        EXPECT_FALSE(queue.heap_allocations);
+    }
+    EXPECT_EQ(served.queues[0].peak_slots_in_use, 0u);
+    EXPECT_EQ(served.queues[1].peak_slots_in_use, 1u);
+    EXPECT_GT(served.queues[1].pool_resident_bytes, 0u);
 }
 
 }  // namespace

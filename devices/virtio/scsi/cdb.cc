@@ -1,6 +1,7 @@
 #include "devices/virtio/scsi/cdb.h"
 
 #include <algorithm>
+#include <array>
 
 #include "devices/virtio/scsi/big_endian.h"
 
@@ -162,22 +163,23 @@ Result<Command, Sense> parse_cdb(std::span<const uint8_t> cdb, const LunInfo& lu
     return entry->parse(cdb.first(entry->length), lun);
 }
 
-Result<std::vector<BlockRange>, Sense> parse_unmap_list(std::span<const uint8_t> list,
-                                                        const LunInfo& lun) {
+Result<UnmapRanges, Sense> parse_unmap_list(const GuestBuffers& list, const LunInfo& lun) {
     constexpr size_t kHeader = 8, kDescriptor = 16;
-    if (list.size() < kHeader) return fail(sense::kParameterListLength);
-    const uint64_t data_length = load_be(list, 0, 2);         // bytes after this field
-    const uint64_t descriptors_length = load_be(list, 2, 2);  // a partial last one is ignored
+    std::array<uint8_t, kHeader + kDescriptor * kMaxUnmapDescriptors> copy;
+    const auto head = std::span(copy).first(list.copy_to(0, copy));
+    if (head.size() < kHeader) return fail(sense::kParameterListLength);
+    const uint64_t data_length = load_be(head, 0, 2);         // bytes after this field
+    const uint64_t descriptors_length = load_be(head, 2, 2);  // a partial last one is ignored
     if (descriptors_length + kHeader > list.size() || descriptors_length + 6 > data_length)
         return fail(sense::kParameterListLength);
     const uint64_t count = descriptors_length / kDescriptor;
     if (count > kMaxUnmapDescriptors) return fail(sense::kInvalidFieldInParameterList);
-    std::vector<BlockRange> ranges;
-    uint64_t total = 0;  // at most 32 x 32 bits: no wrap
-    for (uint64_t i = 0; i < count; ++i) {
+    UnmapRanges ranges;
+    uint64_t total = 0;                     // at most 32 x 32 bits: no wrap
+    for (uint64_t i = 0; i < count; ++i) {  // every one of them is in `head`
         const size_t at = kHeader + i * kDescriptor;
-        const BlockRange range{load_be(list, at, 8),
-                               static_cast<uint32_t>(load_be(list, at + 8, 4))};
+        const BlockRange range{load_be(head, at, 8),
+                               static_cast<uint32_t>(load_be(head, at + 8, 4))};
         if (!in_range(range.lba, range.blocks, lun)) return fail(sense::kLbaOutOfRange);
         total += range.blocks;
         if (range.blocks > 0) ranges.push_back(range);

@@ -5,12 +5,13 @@
 // a Command is the sense data a real target would return.
 #pragma once
 
+#include <boost/container/static_vector.hpp>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <variant>
-#include <vector>
 
+#include "devices/virtio/guest_buffers.h"
 #include "devices/virtio/scsi/sense.h"
 #include "mem/result.h"
 
@@ -104,8 +105,10 @@ struct BlockRange {
     bool operator==(const BlockRange&) const = default;
 };
 
-// UNMAP's parameter list (SBC-3, 5.28.2), copied out of the data-out buffer first.
-Result<std::vector<BlockRange>, Sense> parse_unmap_list(std::span<const uint8_t> list,
-                                                        const LunInfo& lun);
+// UNMAP's parameter list (SBC-3, 5.28.2): its header and the descriptors this target takes
+// (kMaxUnmapDescriptors) are copied out of the data-out buffer, then parsed; the ranges live
+// in the result, not on the heap.
+using UnmapRanges = boost::container::static_vector<BlockRange, kMaxUnmapDescriptors>;
+Result<UnmapRanges, Sense> parse_unmap_list(const GuestBuffers& list, const LunInfo& lun);
 
 }  // namespace mvmm::devices::virtio::scsi

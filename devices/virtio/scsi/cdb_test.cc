@@ -235,29 +235,42 @@ std::vector<uint8_t> unmap_list(std::initializer_list<BlockRange> ranges, int ex
     return list;
 }
 
+// The list as the data-out buffer a command carries.
+Result<UnmapRanges, Sense> parse_list(std::vector<uint8_t> list, const LunInfo& lun) {
+    const GuestBuffers::Part part{std::span(list)};
+    return parse_unmap_list(GuestBuffers(std::span(&part, 1)), lun);
+}
+
 TEST(ParseUnmapList, ReadsTheDescriptors) {
-    auto ranges = parse_unmap_list(unmap_list({{0, 8}, {100, 0}, {2040, 8}}), kLun);
+    auto ranges = parse_list(unmap_list({{0, 8}, {100, 0}, {2040, 8}}), kLun);
     ASSERT_TRUE(ranges);
-    EXPECT_EQ(*ranges, (std::vector<BlockRange>{{0, 8}, {2040, 8}})) << "empty ranges dropped";
-    auto none = parse_unmap_list(unmap_list({}), kLun);
+    EXPECT_EQ(*ranges, (UnmapRanges{{0, 8}, {2040, 8}})) << "empty ranges dropped";
+    auto none = parse_list(unmap_list({}), kLun);
     ASSERT_TRUE(none);
     EXPECT_TRUE(none->empty());
 }
 
+TEST(ParseUnmapList, TakesAListLongerThanItsDescriptors) {
+    auto list = unmap_list({{0, 8}, {16, 8}}, 4096);
+    list.resize(list.size() + 4096, 0xee);  // a parameter list length past the descriptors
+    auto ranges = parse_list(list, kLun);
+    ASSERT_TRUE(ranges);
+    EXPECT_EQ(*ranges, (UnmapRanges{{0, 8}, {16, 8}}));
+}
+
 TEST(ParseUnmapList, RefusesHostileLists) {
-    EXPECT_EQ(parse_unmap_list(std::vector<uint8_t>(7, 0), kLun).error(),
-              sense::kParameterListLength);
+    EXPECT_EQ(parse_list(std::vector<uint8_t>(7, 0), kLun).error(), sense::kParameterListLength);
     auto too_long = unmap_list({{0, 8}});
     too_long[3] = 32;  // claims two descriptors, holds one
-    EXPECT_EQ(parse_unmap_list(too_long, kLun).error(), sense::kParameterListLength);
+    EXPECT_EQ(parse_list(too_long, kLun).error(), sense::kParameterListLength);
     auto short_header = unmap_list({{0, 8}}, -1);
-    EXPECT_EQ(parse_unmap_list(short_header, kLun).error(), sense::kParameterListLength);
-    EXPECT_EQ(parse_unmap_list(unmap_list({{2041, 8}}), kLun).error(), sense::kLbaOutOfRange);
-    EXPECT_EQ(parse_unmap_list(unmap_list({{~0ull, 2}}), kLun).error(), sense::kLbaOutOfRange);
+    EXPECT_EQ(parse_list(short_header, kLun).error(), sense::kParameterListLength);
+    EXPECT_EQ(parse_list(unmap_list({{2041, 8}}), kLun).error(), sense::kLbaOutOfRange);
+    EXPECT_EQ(parse_list(unmap_list({{~0ull, 2}}), kLun).error(), sense::kLbaOutOfRange);
     const LunInfo huge{.blocks = 1ull << 40};
-    EXPECT_EQ(parse_unmap_list(unmap_list({{0, kMaxUnmapBlocks + 1}}), huge).error(),
+    EXPECT_EQ(parse_list(unmap_list({{0, kMaxUnmapBlocks + 1}}), huge).error(),
               sense::kInvalidFieldInParameterList);
-    EXPECT_EQ(parse_unmap_list(unmap_list({{0, kMaxUnmapBlocks}, {1ull << 30, 1}}), huge).error(),
+    EXPECT_EQ(parse_list(unmap_list({{0, kMaxUnmapBlocks}, {1ull << 30, 1}}), huge).error(),
               sense::kInvalidFieldInParameterList)
         << "the limit is on the whole list";
     std::vector<uint8_t> many = unmap_list({});
@@ -265,7 +278,7 @@ TEST(ParseUnmapList, RefusesHostileLists) {
     const size_t length = 16 * (kMaxUnmapDescriptors + 1);
     many[0] = uint8_t((length + 6) >> 8), many[1] = uint8_t(length + 6);
     many[2] = uint8_t(length >> 8), many[3] = uint8_t(length);
-    EXPECT_EQ(parse_unmap_list(many, kLun).error(), sense::kInvalidFieldInParameterList);
+    EXPECT_EQ(parse_list(many, kLun).error(), sense::kInvalidFieldInParameterList);
 }
 
 }  // namespace

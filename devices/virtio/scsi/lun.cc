@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <stdexcept>
-#include <vector>
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -24,6 +23,10 @@ Lun::Lun(const LunConfig& config)
     if (info_.blocks == 0)
         throw std::runtime_error("disk image " + config.path +
                                  ": is empty; a LUN needs at least one 512-byte block");
+    // vmm checks it (--disk serial=); the VPD answers have room for no more.
+    if (config.serial.size() > kMaxSerialBytes)
+        throw std::invalid_argument("LUN serial longer than " + std::to_string(kMaxSerialBytes) +
+                                    " bytes");
 }
 
 Outcome Lun::failed(std::string_view what, const std::error_code& error, const Sense& sense) {
@@ -57,15 +60,13 @@ Outcome Lun::synchronize_cache() {
 }
 
 Outcome Lun::unmap(const GuestBuffers& parameter_list) {
-    std::vector<uint8_t> list(parameter_list.size());  // at most 64 KiB, parsed as a copy
-    parameter_list.copy_to(0, list);
-    auto ranges = parse_unmap_list(list, info_);
+    auto ranges = parse_unmap_list(parameter_list, info_);
     if (!ranges) return Outcome::check(ranges.error());
     for (const BlockRange& range : *ranges) {
         auto done = image_.discard(range.lba * kBlockSize, uint64_t{range.blocks} * kBlockSize);
         if (!done) return failed("unmap", done.error(), sense::kWriteError);
     }
-    return Outcome::good(list.size());
+    return Outcome::good(parameter_list.size());
 }
 
 Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) {
@@ -78,16 +79,9 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
         return Outcome::good(command.no_data_out ? 0 : kBlockSize);
     }
-    // Another pattern: written 1024 blocks at a time, the same host block in every part of
-    // one vectored write (nothing is copied).
-    constexpr uint32_t kChunk = 1024;
-    const std::vector<GuestBuffers::Part> repeated(kChunk, GuestBuffers::Part(block));
-    for (uint32_t done_blocks = 0; done_blocks < command.blocks; done_blocks += kChunk) {
-        const uint32_t blocks = std::min(kChunk, command.blocks - done_blocks);
-        auto done = image_.write(offset + uint64_t{done_blocks} * kBlockSize,
-                                 GuestBuffers(std::span(repeated).first(blocks)));
-        if (!done) return failed("write same", done.error(), write_sense(done.error()));
-    }
+    // Another pattern: the host's copy of the block, in every piece of each vectored write.
+    auto done = image_.write_repeated(offset, bytes, GuestBuffers::Part(block));
+    if (!done) return failed("write same", done.error(), write_sense(done.error()));
     return Outcome::good(kBlockSize);
 }
 

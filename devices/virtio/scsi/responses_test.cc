@@ -11,10 +11,10 @@ constexpr LunInfo kLun{.blocks = 1 << 20};
 constexpr LunInfo kReadOnly{.blocks = 1 << 20, .read_only = true};
 const LunIdentity kIdentity{"disk-07", naa_designator("disk-07")};
 
-uint64_t be(const std::vector<uint8_t>& bytes, size_t at, size_t n) {
+uint64_t be(std::span<const uint8_t> bytes, size_t at, size_t n) {
     return load_be(bytes, at, n);
 }
-std::string text(const std::vector<uint8_t>& bytes, size_t at, size_t n) {
+std::string text(std::span<const uint8_t> bytes, size_t at, size_t n) {
     return std::string(bytes.begin() + at, bytes.begin() + at + n);
 }
 

@@ -12,7 +12,7 @@ std::array<uint8_t, kFixedSenseBytes> fixed_sense(const Sense& sense) {
     return bytes;
 }
 
-std::vector<uint8_t> descriptor_sense(const Sense& sense) {
+std::array<uint8_t, kDescriptorSenseBytes> descriptor_sense(const Sense& sense) {
     return {0x72, static_cast<uint8_t>(sense.key), sense.asc, sense.ascq, 0, 0, 0, 0};
 }
 

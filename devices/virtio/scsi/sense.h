@@ -6,7 +6,6 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -51,10 +50,11 @@ inline constexpr Sense kWriteError{SenseKey::MediumError, 0x0c, 0x00, "write err
 }  // namespace sense
 
 inline constexpr size_t kFixedSenseBytes = 18;
+inline constexpr size_t kDescriptorSenseBytes = 8;  // the header, no descriptors
 
 // Fixed format (response code 70h), as targets return it with CHECK CONDITION.
 std::array<uint8_t, kFixedSenseBytes> fixed_sense(const Sense& sense);
 // Descriptor format (72h, no descriptors), for REQUEST SENSE with DESC set.
-std::vector<uint8_t> descriptor_sense(const Sense& sense);
+std::array<uint8_t, kDescriptorSenseBytes> descriptor_sense(const Sense& sense);
 
 }  // namespace mvmm::devices::virtio::scsi

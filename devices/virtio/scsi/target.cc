@@ -1,6 +1,7 @@
 #include "devices/virtio/scsi/target.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -36,8 +37,7 @@ class Runner {
         // Sense goes back with each CHECK CONDITION (autosense): none is left to report.
         const Sense& sense = lun_ ? sense::kNoSense : sense::kLunNotSupported;
         if (request.descriptor_format) return answer(descriptor_sense(sense));
-        const auto fixed = fixed_sense(sense);
-        return answer({fixed.begin(), fixed.end()});
+        return answer(fixed_sense(sense));
     }
     Outcome operator()(const Inquiry& request) const {
         if (!lun_) {
@@ -54,8 +54,10 @@ class Runner {
         return answer(read_capacity_data(request.sixteen, lun_->info()));
     }
     Outcome operator()(const ReportLuns& request) const {
-        return answer(report_luns_data(request.well_known_only ? std::span<const uint16_t>{}
-                                                               : target_.lun_numbers()));
+        // This target has no well-known LUNs: their list is the empty one's 8-byte header.
+        static constexpr std::array<uint8_t, 8> kNone{};
+        return answer(request.well_known_only ? std::span<const uint8_t>(kNone)
+                                              : target_.report_luns());
     }
     Outcome operator()(const Read& request) const { return lun_->read(request, in_); }
     Outcome operator()(const Write& request) const { return lun_->write(request, out_); }
@@ -67,9 +69,8 @@ class Runner {
 
   private:
     // What the target answers itself, cut to the allocation length.
-    Outcome answer(const std::vector<uint8_t>& data) const {
-        const auto bytes =
-            std::span(data).first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
+    Outcome answer(std::span<const uint8_t> data) const {
+        const auto bytes = data.first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
         in_.copy_from(0, bytes);
         return Outcome::good(bytes.size());
     }
@@ -95,6 +96,7 @@ Target::Target(const std::vector<LunConfig>& luns) {
         numbers_.push_back(config.lun);
     }
     std::ranges::sort(numbers_);
+    report_luns_ = report_luns_data(numbers_);
 }
 
 TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,

@@ -40,10 +40,13 @@ class Target {
     // The disk at `lun`, or nullptr.
     Lun* find(uint16_t lun) const { return lun < luns_.size() ? luns_[lun].get() : nullptr; }
     std::span<const uint16_t> lun_numbers() const { return numbers_; }
+    // REPORT LUNS' whole answer, built once: the LUNs are fixed for the life of the VM.
+    std::span<const uint8_t> report_luns() const { return report_luns_; }
 
   private:
     std::vector<std::unique_ptr<Lun>> luns_;  // indexed by LUN number, up to the highest
-    std::vector<uint16_t> numbers_;           // ascending, for REPORT LUNS
+    std::vector<uint16_t> numbers_;           // ascending
+    std::vector<uint8_t> report_luns_;
 };
 
 }  // namespace mvmm::devices::virtio::scsi

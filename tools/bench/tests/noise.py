@@ -1,11 +1,16 @@
 """Recorded noise for the gate's tests: the records of real boot-bench runs, trimmed to what the figures need,
-and simulated runs drawn from them.
+simulated runs drawn from them, and boots made slower before their first KVM_RUN.
 
-  python3 tools/bench/tests/noise.py BOOT-BENCH.JSON "how it was run" > tools/bench/tests/data/NAME.json
+  python3 tools/bench/tests/noise.py trim BOOT-BENCH.JSON "how it was run" > tools/bench/tests/data/NAME.json
+  python3 tools/bench/tests/noise.py repeat BOOT-BENCH.JSON ROUNDS > STEADY.json
+  python3 tools/bench/tests/noise.py delay BOOT-BENCH.JSON VARIANT SECONDS > SLOWER.json
 
-keeps every record with its raw run (the lines the times come from, the memory, the --report's timeline and
-figures; not the guest's module markers or the report's marks), so the tests derive the figures again with
-today's definitions (results.rederived)."""
+trim keeps every complete record with its raw run (the lines the times come from, the memory, the --report's
+timeline and figures; not the guest's module markers or the report's marks), so the tests derive the figures
+again with today's definitions (results.rederived). repeat writes a boot-bench document again with its first
+measured round as ROUNDS identical rounds (a gate that must decide without noise: fewer than 3 rounds never
+decide), delay with VARIANT's boots as if the VMM had slept SECONDS just before its first KVM_RUN
+(tools/boot-bench --report FILE derives everything again from the raw runs)."""
 
 import json
 import random
@@ -36,14 +41,34 @@ def load(name):
     return doc["source"], [by_round[k] for k in sorted(by_round)]
 
 
+def relabelled(boot, rep, variant=None, build=None):
+    """A boot's record (its raw run too, so that it can be derived again) as round `rep`, and as `variant` of
+    `build` when given."""
+    named = {"variant": variant, "build": build} if variant else {}
+    run = dict(boot["run"], rep=rep, **({"variant": variant} if variant else {}))
+    return dict(boot, rep=rep, **named, run=run)
+
+
 def simulated(rounds, reps, rng):
-    """The records of a run of `reps` rounds of the identical builds A and B: the A boots and the B boots each
-    drawn without replacement from the recorded ones, and paired at random. Under identical builds every
-    recorded boot is a sample of the same noise; pairing across rounds adds the drift between rounds, so the
-    gate sees as much noise as in a real run or more, never less."""
-    a_boots = rng.sample([r["mvmm-a"] for r in rounds], reps)
-    b_boots = rng.sample([r["mvmm-b"] for r in rounds], reps)
-    return [dict(boot, rep=rep) for rep, pair in enumerate(zip(a_boots, b_boots), 1) for boot in pair]
+    """The records of a run of `reps` rounds of the identical builds A and B (mvmm-a, mvmm-b), drawn from the
+    recorded rounds of two identical builds:
+    - `reps` of the recorded rounds, drawn without replacement, each keeping its two boots paired: they ran
+      next to each other in the same test host boot, and the gate pairs them for that reason;
+    - in each round, the labels A and B swapped with probability 1/2.
+    Under identical builds which boot of a round is called A is arbitrary, so each of these runs is as likely as
+    the recorded one: any set of recorded rounds is a run that could have happened (rounds differ by the test
+    host's drift, which the pairing cancels), and a swap turns a round's ratio r into 1/r, so the runs' point
+    estimates differ as those of real runs do. (The same boots in another order or pairing would not: a geometric
+    mean depends on neither.) Runs share rounds, so they are not independent: the share of them that fail
+    estimates the gate's false-alarm rate with `reps` rounds, without the spread of truly independent runs. Not
+    drawn WITH replacement: a run repeating a round looks steadier than it is (Student's t counts the copies as
+    independent rounds), so identical builds would fail more often than in any real run."""
+    chosen = rng.sample(rounds, reps)
+    records = []
+    for rep, r in enumerate(chosen, 1):
+        a, b = (r["mvmm-b"], r["mvmm-a"]) if rng.random() < 0.5 else (r["mvmm-a"], r["mvmm-b"])
+        records += [relabelled(a, rep, "mvmm-a", "a"), relabelled(b, rep, "mvmm-b", "b")]
+    return records
 
 
 def runs(rounds, reps, count, seed):
@@ -51,8 +76,43 @@ def runs(rounds, reps, count, seed):
     return [simulated(rounds, reps, rng) for _ in range(count)]
 
 
+def repeated(records, total):
+    """The records of the first measured round as `total` identical rounds (the others left out): rounds with no
+    noise at all."""
+    first = [r for r in records if r["phase"] == "r" and r["rep"] == 1]
+    return [relabelled(r, rep) for rep in range(1, total + 1) for r in first]
+
+
+def delayed(record, seconds):
+    """The record (derived again) of the same boot with a VMM that slept `seconds` just before its first
+    KVM_RUN: that line and every later one, the exit, and the --report's timeline from first_kvm_run on (and
+    its marks) come `seconds` later."""
+    run = dict(record["run"])
+    first = next(i for i, (_, text) in enumerate(run["lines"]) if "first KVM_RUN" in text)
+    run["lines"] = [(t + seconds, text) if i >= first else (t, text) for i, (t, text) in enumerate(run["lines"])]
+    run["end"] += seconds
+    if run.get("report"):
+        ns, start = round(seconds * 1e9), run["report"]["timeline"]["first_kvm_run"]
+        later = lambda t: t is not None and t >= start
+        report = dict(run["report"])
+        report["timeline"] = {k: t + ns if later(t) else t for k, t in report["timeline"].items()}
+        if "marks" in report:
+            report["marks"] = [dict(m, t=m["t"] + ns) if later(m.get("t")) else m for m in report["marks"]]
+        run["report"] = report
+    return results.rederived(dict(record, run=run))
+
+
 if __name__ == "__main__":
-    doc = json.loads(Path(sys.argv[1]).read_text())
-    json.dump({"source": sys.argv[2], "records": [trimmed(r) for r in doc["records"] if not r["problems"]]},
-              sys.stdout, separators=(",", ":"))
+    command, doc = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
+    if command == "trim":
+        doc = {"source": sys.argv[3], "records": [trimmed(r) for r in doc["records"] if not r["problems"]]}
+    elif command == "repeat":
+        doc["records"] = repeated(doc["records"], int(sys.argv[3]))
+        doc["config"]["reps"] = int(sys.argv[3])
+    elif command == "delay":
+        doc["records"] = [delayed(r, float(sys.argv[4])) if r["variant"] == sys.argv[3] else r
+                          for r in doc["records"]]
+    else:
+        sys.exit(__doc__)
+    json.dump(doc, sys.stdout, separators=(",", ":"))
     print()

@@ -1,0 +1,132 @@
+// A virtio-blk disk or a virtio-scsi controller on the real device code and I/O threads, without
+// a guest CPU, for the request-path benchmark (tools/request_bench.cc).  The bench plays Linux's
+// virtio_pci_modern and the device's driver through the PCI harness (the ECAM and MMIO dispatch
+// a vCPU exit takes), one thread per request queue as blk-mq has one per CPU; notify writes
+// signal the queue's ioeventfd as KVM does, and MSI-X vectors signal an eventfd the driver waits
+// on, as irqfds deliver them.  Each queue keeps `depth` requests in flight; what they are (reads,
+// or a mix of every request the device serves) is the workload's, and how they are laid out and
+// checked the device's (requests.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "devices/pci/test_harness.h"
+#include "devices/platform.h"
+#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/queue_counters.h"
+#include "devices/virtio/test_driver.h"
+#include "mem/fd.h"
+#include "mem/slot_pool.h"
+#include "tools/bench/requests.h"
+
+namespace mvmm::bench {
+
+// A raw image of `size` bytes of pattern_word() in `dir` (tmpfs: no disk in the way), removed
+// with the object.
+class PatternImage {
+  public:
+    PatternImage(const std::string& dir, uint64_t size);
+    ~PatternImage();
+    PatternImage(const PatternImage&) = delete;
+    PatternImage& operator=(const PatternImage&) = delete;
+    const std::string& path() const noexcept { return path_; }
+    uint64_t size() const noexcept { return size_; }
+
+  private:
+    std::string path_;
+    uint64_t size_;
+};
+
+// Kicks and interrupts as KVM does them: each MSI vector signals an eventfd (an irqfd), and a
+// guest write to a registered notify address signals that queue's ioeventfd.
+class EventFdPlatform : public devices::Platform {
+  public:
+    std::unique_ptr<devices::MsiVector> allocate_msi_vector() override;
+    void set_irq_line(uint32_t, bool) override {}
+    void add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override;
+    void remove_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override;
+
+    // MSI-X table entry `index`'s eventfd (vectors are allocated in table order).
+    const EventFd& vector(size_t index) const { return vectors_.at(index); }
+    // The eventfd KVM would signal for a 2-byte write at `addr`; -1 when none is registered.
+    int ioeventfd(GuestAddr addr) const;
+
+  private:
+    std::deque<EventFd> vectors_;
+    std::vector<std::pair<GuestAddr, int>> ioeventfds_;
+};
+
+struct LoadResult {
+    uint64_t requests = 0;
+    uint64_t kicks = 0;       // notify writes the driver made
+    uint64_t interrupts = 0;  // times the driver slept until an interrupt
+};
+
+class VirtioRig {
+  public:
+    struct Config {
+        const PatternImage& image;
+        DeviceKind device = DeviceKind::blk;
+        Workload workload = Workload::rand4k;
+        uint16_t queues = 4;  // request queues
+        uint16_t depth = 32;  // requests in flight per queue
+        SlotSource request_alloc = SlotSource::pool;
+        unsigned io_threads = 2;
+        bool verify_every_word = false;  // else the first word of every 4 KiB read
+    };
+    // Opens the image as the device, initializes it as Linux does (all offered features, one
+    // MSI-X vector per queue, every queue set up) and starts the I/O threads.
+    explicit VirtioRig(const Config& config);
+    ~VirtioRig();  // resets the device, then stops the I/O threads
+    VirtioRig(const VirtioRig&) = delete;
+    VirtioRig& operator=(const VirtioRig&) = delete;
+
+    // Runs `per_queue` requests on every request queue after a warm-up of 2 x depth.  `begin`
+    // runs once every queue is warm and before any measured request, `end` once every queue is
+    // done.  Throws on a wrong answer or byte, a bad status or a queue that stalls for 10 s.
+    LoadResult run(uint64_t per_queue, const std::function<void()>& begin,
+                   const std::function<void()>& end);
+
+    // The I/O threads' kernel thread ids (their CPU time is the device's).
+    std::vector<pid_t> io_thread_ids() const;
+    // Heap allocations the I/O threads have made so far (0 where nothing counts them).
+    uint64_t io_thread_allocations() const;
+    // The device's statistics (devices/virtio/queue_counters.h).
+    devices::virtio::DeviceStatistics statistics() const { return counters_->statistics(); }
+
+  private:
+    class QueueLoad;
+    void initialize();
+    void start_io_threads();
+    void kick(uint16_t queue);
+
+    Config config_;
+    std::unique_ptr<const DriverRequests> requests_;
+    boost::asio::io_context io_;  // outlives the device and its workers
+    EventFdPlatform platform_;    // outlives the function, which unregisters its ioeventfds
+    devices::virtio::testing::TestGuest guest_;
+    std::vector<std::unique_ptr<QueueLoad>> queues_;  // one per device queue; null: no load
+    std::vector<std::unique_ptr<devices::virtio::testing::TestDriver>> idle_rings_;  // the rest
+    devices::testing::PciHarness harness_;
+    const devices::virtio::QueueCounters* counters_ = nullptr;  // the device's
+    std::unique_ptr<devices::virtio::pci::testing::PciDriver> driver_;
+    std::vector<GuestAddr> notify_;  // per device queue
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+        io_.get_executor()};
+    std::vector<std::thread> io_threads_;
+    std::vector<pid_t> io_tids_;
+    std::vector<const std::atomic<uint64_t>*> io_allocations_;  // each I/O thread's count
+};
+
+}  // namespace mvmm::bench
