@@ -177,7 +177,10 @@ std::optional<Engine::ZeroPlan> Engine::zero_plan(const Extent& run, ZeroMode mo
     }
     const bool unmap = old.kind == ClusterKind::Compressed ||
                        (mode == ZeroMode::WriteZeroesUnmap && holds_clusters);
-    if (old.kind == ClusterKind::Zero && !unmap) return std::nullopt;  // already zero
+    // Already zero; unlike QEMU, no L2 table is allocated to say so again.
+    if ((old.kind == ClusterKind::Zero && !unmap) ||
+        (old.kind == ClusterKind::Unallocated && !backing_))
+        return std::nullopt;
     if (unmap || !holds_clusters) return ZeroPlan{kZeroFlag, unmap};
     // Keep the clusters, preallocated, and read them as zeroes.
     return ZeroPlan{old.host_offset | (old.copied ? kCopied : 0) | kZeroFlag, false};

@@ -129,6 +129,19 @@ TEST_F(Qcow2ImageTest, FreedClustersWaitForTheFlushThatDropsTheirLastReference) 
     EXPECT_EQ(host_offset_of(path, 2 * 65536), freed) << "reused after it";
 }
 
+TEST_F(Qcow2ImageTest, ZeroingWhatAlreadyReadsAsZeroesAllocatesNothing) {
+    const std::string path = create("zero.qcow2", "cluster_size=65536", 1 << 30);
+    const uint64_t file_size = file_bytes(path).size();
+    {
+        const auto image = Qcow2Image::open(path, false);
+        ASSERT_TRUE(image->write_zeroes(0, 1 << 30, false));
+        ASSERT_TRUE(image->discard(0, 1 << 30));
+        EXPECT_EQ(read_bytes(*image, 512 << 20, 4096), std::vector<uint8_t>(4096, 0));
+    }
+    EXPECT_EQ(file_bytes(path).size(), file_size) << "no L2 table to say it again";
+    expect_clean(path);
+}
+
 TEST_F(Qcow2ImageTest, WritesCopyClustersAndTablesSharedWithASnapshot) {
     const uint64_t size = 2 << 20;
     const std::string path = create("snap.qcow2", "cluster_size=4096", size);
