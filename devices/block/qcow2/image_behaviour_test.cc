@@ -129,6 +129,26 @@ TEST_F(Qcow2ImageTest, FreedClustersWaitForTheFlushThatDropsTheirLastReference) 
     EXPECT_EQ(host_offset_of(path, 2 * 65536), freed) << "reused after it";
 }
 
+TEST_F(Qcow2ImageTest, FreeingMoreThanTheQuarantineHoldsWritesTheTablesOnTheWay) {
+    // 80 Ki clusters of 512 bytes freed without a flush: past 64 Ki the tables are written so
+    // the first ones can be reused.
+    const uint64_t size = 40 << 20;
+    const std::string path = create("many.qcow2", "cluster_size=512", size);
+    const auto data = pattern(size, 4);
+    uint64_t full = 0;
+    {
+        const auto image = Qcow2Image::open(path, false);
+        ASSERT_TRUE(write_bytes(*image, 0, data));
+        ASSERT_TRUE(image->flush());
+        full = file_bytes(path).size();
+        ASSERT_TRUE(image->discard(0, size));
+        ASSERT_TRUE(write_bytes(*image, 0, data));
+    }
+    EXPECT_LT(file_bytes(path).size(), full + full / 4) << "most freed clusters were reused";
+    expect_clean(path);
+    EXPECT_TRUE(as_raw(path) == data);
+}
+
 TEST_F(Qcow2ImageTest, ZeroingWhatAlreadyReadsAsZeroesAllocatesNothing) {
     const std::string path = create("zero.qcow2", "cluster_size=65536", 1 << 30);
     const uint64_t file_size = file_bytes(path).size();
