@@ -1,5 +1,7 @@
 #include "devices/block/qcow2/engine.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 
 #include "devices/block/qcow2/compressed.h"
@@ -36,7 +38,13 @@ Engine::Engine(Fd fd, const Header& header, Tables tables, uint64_t file_size, b
       refcounts_(fd_.get(), geometry_, header.refcount_table_offset,
                  std::move(tables.refcount_table), refcount_cache_, file_size),
       map_(fd_.get(), geometry_, header.l1_table_offset, std::move(tables.l1), l2_cache_,
-           refcount_cache_, refcounts_) {}
+           refcount_cache_, refcounts_) {
+    if (read_only_) return;
+    constexpr size_t kZeroBytes = 1 << 20;
+    void* zeroes = ::mmap(nullptr, kZeroBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (zeroes == MAP_FAILED) throw_errno("mmap of zeroes");
+    zeroes_ = Mapping(zeroes, kZeroBytes);
+}
 
 std::optional<std::string> Engine::prepare_for_writes(const Header& header) {
     const Lock lock(mutex_);

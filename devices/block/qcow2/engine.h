@@ -23,6 +23,7 @@
 #include "devices/block/qcow2/refcounts.h"
 #include "devices/block/qcow2/table_cache.h"
 #include "mem/fd.h"
+#include "mem/mapping.h"
 
 namespace mvmm::devices::block::qcow2 {
 
@@ -111,6 +112,9 @@ class Engine {
     uint64_t flights_ = 0;
     std::optional<std::chrono::steady_clock::time_point> last_clean_;
     bool flush_failed_ = false;
+    // What write-zeroes writes where the zero flag cannot say it: a read-only anonymous
+    // mapping (the kernel's zero page, no memory), made at open for a writable image.
+    Mapping zeroes_;
 };
 
 }  // namespace mvmm::devices::block::qcow2

@@ -1,6 +1,5 @@
 // The write side of Engine: writes in place or into new clusters, discard, write-zeroes.
 #include <algorithm>
-#include <array>
 
 #include "devices/block/qcow2/engine.h"
 
@@ -154,14 +153,11 @@ IoResult Engine::write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) 
 }
 
 IoResult Engine::write_zero_bytes(uint64_t offset, uint64_t length) {
-    static const std::array<uint8_t, 64 * 1024> kZeroes{};
-    // Only read: the write path takes guest buffers, which are writable views.
-    const GuestBuffers::Part zero(std::span(const_cast<uint8_t*>(kZeroes.data()), kZeroes.size()));
-    const std::span<const GuestBuffers::Part> parts(&zero, 1);
+    const GuestBuffers::Part zero(zeroes_.bytes());
+    const GuestBuffers zeroes(std::span(&zero, 1));
     for (uint64_t done = 0; done < length;) {
-        const uint64_t piece = std::min<uint64_t>(kZeroes.size(), length - done);
-        if (auto written = write(offset + done, GuestBuffers(parts).slice(0, piece)); !written)
-            return written;
+        const uint64_t piece = std::min<uint64_t>(zeroes.size(), length - done);
+        if (auto written = write(offset + done, zeroes.slice(0, piece)); !written) return written;
         done += piece;
     }
     return Ok{};
