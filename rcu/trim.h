@@ -41,6 +41,19 @@ struct TrimStats {
 
 // Whether this build can trim (glibc allocator and malloc_trim found at configure time).
 bool trim_supported() noexcept;
+// The heap allocator linked in: "glibc", "jemalloc" or "tcmalloc" (meson -Dallocator=).
+const char* allocator_name() noexcept;
+
+// glibc malloc's view of its heap (mallinfo2()), in bytes.
+struct MallocTotals {
+    uint64_t arena = 0;     // sbrk'ed and mmap'ed arena memory
+    uint64_t hblkhd = 0;    // blocks mmap'ed on their own
+    uint64_t uordblks = 0;  // in use
+    uint64_t fordblks = 0;  // free inside the arenas
+    uint64_t keepcost = 0;  // free at the top of the sbrk heap, what malloc_trim(0) could release
+};
+// nullopt when the linked allocator is not glibc's (mallinfo2() would describe an unused heap).
+std::optional<MallocTotals> malloc_totals();
 
 // Takes effect at the call thread's next decision.  Throws std::invalid_argument if the config
 // does not validate.

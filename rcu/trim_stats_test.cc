@@ -166,5 +166,17 @@ TEST_F(TrimStatsTest, TrimNowGivesBackFreedMemory) {
     }
 }
 
+TEST(MallocTotals, ReadExactlyWhenTheBuildCanTrim) {
+    const std::optional<MallocTotals> totals = malloc_totals();
+    ASSERT_EQ(totals.has_value(), trim_supported());
+#if !defined(MVMM_SANITIZER_RUNTIME)
+    // (The sanitizers bring their own allocator and leave glibc's heap empty.)
+    if (totals) {
+        EXPECT_GT(totals->arena + totals->hblkhd, 0u);
+    }
+#endif
+    EXPECT_STRNE(allocator_name(), "");
+}
+
 }  // namespace
 }  // namespace mvmm::rcu

@@ -1,7 +1,8 @@
 """Boots the default guest with mvmm for integration tests, directly where this host's KVM can run a standard
-guest and otherwise inside the test host VM (tools/mvmm-hostvm), and checks what the guest printed.
+guest and otherwise inside the test host VM (mvmmtools.testhost), and checks what the guest printed.
 
-Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s."""
+Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s. The tools' package
+is imported from tools/, which meson's test environment puts on PYTHONPATH (by hand: PYTHONPATH=tools)."""
 
 import os
 import re
@@ -13,8 +14,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-HOSTVM = REPO / "tools" / "mvmm-hostvm"
+from mvmmtools import REPO  # noqa: F401 (for the tests)
+from mvmmtools.images.build import get as guest_image
+from mvmmtools.testhost import EXIT_HUNG, boot_mode, disk_device
+from mvmmtools.testhost.vm import HostConfig, TestHost
+
 SKIP = 77  # meson's exit code for a skipped test
 
 
@@ -32,29 +36,6 @@ def mvmm_ctl_binary():
     return str(Path(path).resolve())
 
 
-def direct_kvm_usable():
-    """True where /dev/kvm runs standard guests (hardware VMX/SVM, not PVM)."""
-    if Path("/sys/module/kvm_pvm").exists() or not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False
-    flags = Path("/proc/cpuinfo").read_text()
-    return re.search(r"\b(vmx|svm)\b", flags) is not None
-
-
-def boot_mode():
-    """'direct', 'hostvm', or None with the reason nothing can boot here."""
-    if direct_kvm_usable():
-        return "direct", None
-    if subprocess.run(["sh", "-c", "command -v qemu-system-x86_64"], capture_output=True).returncode == 0:
-        return "hostvm", None
-    return None, "no usable /dev/kvm (missing or PVM) and no qemu-system-x86_64 for the test host VM"
-
-
-def guest_image(name):
-    out = subprocess.run([str(REPO / "guest-images" / "build"), "--get", name], check=True,
-                         capture_output=True, text=True)
-    return out.stdout.strip()
-
-
 @dataclass
 class Run:
     """One mvmm invocation: its arguments, and after running, its exit code and console output."""
@@ -63,8 +44,8 @@ class Run:
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
     # Shell commands run next to mvmm while it runs (busybox sh in the test host): $MVMM_CTL is
-    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid when it runs on this host (in
-    # the test host it is the only mvmm: `pidof mvmm`); their output is `companion_output`.
+    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid; their output is
+    # `companion_output`.
     companion: str = None
     companion_output: str = ""
     # Shell commands run where mvmm ran, right after it exited (e.g. `cat` its --report file); their output
@@ -135,7 +116,7 @@ RUN_TIMEOUT = 300  # seconds for one mvmm run inside the test host; a 64-disk bo
 
 def _run_in_hostvm(mvmm, runs, timeout):
     images = [img for r in runs for img in r.disk_images]
-    device = {img: "/dev/vd" + chr(ord("a") + i) for i, img in enumerate(images)}
+    device = {img: disk_device(i) for i, img in enumerate(images)}
     files = set()
     lines = []
     for i, r in enumerate(runs):
@@ -155,37 +136,33 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} "$MVMM" '
-                   f'{" ".join(shlex.quote(w) for w in words)}')
+        command = f'timeout -s KILL {RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
+            # The subshell execs timeout, which execs mvmm (busybox's timeout watches from a child): $! is mvmm.
             lines += [f"MVMM_CTL={mvmm_ctl_binary()} MVMM_LOG=/tmp/mvmm-run-{i}.log",
-                      f'{command} >"$MVMM_LOG" 2>&1 & pid=$!',
+                      f'(hostvm_announce "$MVMM"; exec {command}) >"$MVMM_LOG" 2>&1 & MVMM_PID=$!',
                       f'echo "MVMM-COMPANION-BEGIN {i}"', r.companion, f'echo "MVMM-COMPANION-END {i}"',
-                      'wait $pid; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
+                      'wait $MVMM_PID; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
         else:
-            lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
+            lines += [f"hostvm_exec {command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
         if r.after:
             lines += [f'echo "MVMM-AFTER-BEGIN {i}"', r.after, f'echo "MVMM-AFTER-END {i}"']
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
+    output = []
+    with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
         script.write("\n".join(lines) + "\n")
-    cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
-    for img in images:
-        cmd += ["--disk-image", img]
-    for f in sorted(files):
-        cmd += ["--file", f]
-    try:
-        p = subprocess.run(cmd + ["--"], capture_output=True, text=True, errors="replace", timeout=timeout + 120)
-    finally:
-        os.unlink(script.name)
-    out = p.stdout + p.stderr
-    if p.returncode == 124:
+        script.flush()
+        host = TestHost(HostConfig(mvmm=mvmm, script=script.name, disk_images=tuple(images),
+                                   files=tuple(sorted(files)), timeout=timeout))
+        code = host.run(output.append)
+    out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
+    if code == EXIT_HUNG:
         raise Hang("the test host VM hung:\n" + out[-3000:])
     for i, r in enumerate(runs):
         m = re.search(rf"MVMM-RUN-BEGIN {i}\r?\n(.*?)MVMM-RUN-END {i} (\d+)", out, re.S)
         if not m:
-            raise Hang(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
+            raise Hang(f"run {i} did not finish in the test host (exit {code}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
         if r.code == KILLED:
             raise Hang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])

@@ -20,7 +20,7 @@
 #include <system_error>
 #include <thread>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace {
 

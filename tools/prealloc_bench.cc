@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
+#include "base/mapping.h"
 #include "mem/guest_ram.h"
 #include "mem/hugepages.h"
-#include "mem/mapping.h"
 #include "mem/ram_config.h"
 
 extern char** environ;

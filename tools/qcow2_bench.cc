@@ -19,15 +19,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "devices/block/qcow2/file_io.h"
+#include "devices/block/disk_image.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "devices/virtio/disk_image.h"
 
 namespace {
 
@@ -42,10 +41,9 @@ void shell(const std::string& command) {
     }
 }
 
-// Reads `count` requests of `size` bytes from `read(offset, buffers)` on `threads` threads:
-// sequential over the disk or at random 4 KiB-aligned offsets.  Returns seconds.
-using ReadFn = std::function<bool(uint64_t, const virtio::GuestBuffers&)>;
-double run_reads(const ReadFn& read, uint64_t disk, uint64_t size, uint64_t count, bool random,
+// Reads `count` requests of `size` bytes from `image` on `threads` threads: sequential over the
+// disk or at random 4 KiB-aligned offsets.  Returns seconds.
+double run_reads(const block::DiskImage& image, uint64_t disk, uint64_t size, uint64_t count, bool random,
                  int threads) {
     std::atomic<bool> failed{false};
     const auto start = Clock::now();
@@ -57,7 +55,7 @@ double run_reads(const ReadFn& read, uint64_t disk, uint64_t size, uint64_t coun
             std::mt19937_64 rng(t + 1);
             for (uint64_t i = t; i < count; i += threads) {
                 const uint64_t offset = random ? rng() % (disk / size) * size : i * size % disk;
-                if (!read(offset, into.buffers())) failed = true;
+                if (!image.read(offset, into.buffers())) failed = true;
             }
         });
     }
@@ -85,14 +83,8 @@ void throughput(const std::string& dir, uint64_t disk, int reps) {
     shell("qemu-img convert -f raw -O raw " + source + " " + raw);
     shell("qemu-img convert -f raw -O qcow2 " + source + " " + qcow2);
     std::remove(source.c_str());
-    auto raw_image = virtio::DiskImage::open(raw, true);
-    auto qcow2_image = block::qcow2::Qcow2Image::open(qcow2, true);
-    const ReadFn read_raw = [&](uint64_t o, const virtio::GuestBuffers& b) {
-        return bool(raw_image.read(o, b));
-    };
-    const ReadFn read_qcow2 = [&](uint64_t o, const virtio::GuestBuffers& b) {
-        return bool(qcow2_image->read(o, b));
-    };
+    const auto raw_image = block::open_disk_image(raw, true);
+    const auto qcow2_image = block::open_disk_image(qcow2, true);
     const Workload workloads[] = {{"sequential 1 MiB", MiB, false, 1},
                                   {"random 4 KiB", 4096, true, 1},
                                   {"random 4 KiB x4 threads", 4096, true, 4}};
@@ -101,13 +93,13 @@ void throughput(const std::string& dir, uint64_t disk, int reps) {
     for (const Workload& w : workloads) {
         const uint64_t count = w.random ? 200000 : disk / w.size;
         std::vector<double> raw_s, qcow2_s;
-        run_reads(read_qcow2, disk, w.size, count / 10, w.random, w.threads);  // warm-up
+        run_reads(*qcow2_image, disk, w.size, count / 10, w.random, w.threads);  // warm-up
         for (int r = 0; r < reps; ++r) {
             // Interleaved, each repetition starting with the other one.
             const bool raw_first = r % 2 == 0;
             for (int k = 0; k < 2; ++k) {
                 const bool is_raw = (k == 0) == raw_first;
-                const double s = run_reads(is_raw ? read_raw : read_qcow2, disk, w.size, count,
+                const double s = run_reads(is_raw ? *raw_image : *qcow2_image, disk, w.size, count,
                                            w.random, w.threads);
                 (is_raw ? raw_s : qcow2_s).push_back(s);
             }
@@ -134,7 +126,7 @@ uint64_t rss_bytes() {
 }
 
 void memory_line(const char* when, const block::qcow2::Qcow2Image& image) {
-    const auto l2 = image.stats().l2;
+    const auto l2 = image.cache_stats().l2;
     std::printf(
         "    %-22s heap %7.2f MiB  rss %7.2f MiB  l2: %5lu tables, %6.2f MiB resident, "
         "%6.2f MiB allocated\n",
@@ -155,10 +147,7 @@ void memory_variant(const std::string& path, block::qcow2::CacheAlloc alloc, uin
     {
         auto image = block::qcow2::Qcow2Image::open(path, true, {.cache_alloc = alloc});
         memory_line("opened", *image);
-        const ReadFn read = [&](uint64_t o, const virtio::GuestBuffers& b) {
-            return bool(image->read(o, b));
-        };
-        const double s = run_reads(read, disk, 4096, 400000, true, 1);
+        const double s = run_reads(*image, disk, 4096, 400000, true, 1);
         memory_line("after random reads", *image);
         std::printf("    (%.0f kIOPS)\n", 400000 / s / 1000);
         const auto t0 = Clock::now();

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench/alloc_counter.h"
-#include "tools/bench/virtio_rig.h"
+#include "bench/alloc_counter.h"
+#include "bench/virtio_rig.h"
 #include "vmm/cli/option_parser.h"
 #include "vmm/cli/options.h"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/bus/address_space.h"
 #include "devices/pci/host_bridge.h"
 #include "devices/power/acpi_pm.h"
-#include "mem/address_space.h"
 #include "mem/guest_memory.h"
 #include "vmm/cli/validate.h"
 #include "vmm/console.h"
@@ -36,6 +36,7 @@ struct BoardEvents {
 struct DiskView {
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    std::vector<devices::block::DiskImage*> images;  // the device's (it owns them)
 };
 
 struct Board {

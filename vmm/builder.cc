@@ -2,7 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "devices/serial/uart16550.h"
-#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "mem/guest_ram.h"
 #include "vmm/acpi/tables.h"
 #include "vmm/board.h"
@@ -64,7 +64,7 @@ void add_platform_devices(Board& board, const BoardEvents& events) {
 void attach_disks(Board& board, std::vector<Disk> disks, unsigned empty_root_ports) {
     using devices::virtio::blk::DiskBus;
     for (Disk& disk : disks) {
-        board.disks.push_back({disk.name, disk.counters});
+        board.disks.push_back({disk.name, disk.counters, disk.images});
         auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
             std::move(disk.device), board.platform, board.memory);
         if (disk.bus == DiskBus::Root)

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/scsi/controller.h"
 #include "vmm/cli/usage_error.h"
 
@@ -17,8 +17,10 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
+            auto* image = &device->image();
             disks.push_back({config.bus, std::move(device),
-                             fmt::format("disk {} ({})", disks.size(), config.path), counters});
+                             fmt::format("disk {} ({})", disks.size(), config.path), counters,
+                             {image}});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
         }
@@ -27,9 +29,12 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
+            std::vector<devices::block::DiskImage*> images;
+            for (const uint16_t lun : device->target().lun_numbers())
+                images.push_back(&device->target().find(lun)->image());
             disks.push_back({bus, std::move(device),
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
-                             counters});
+                             counters, std::move(images)});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
             throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }

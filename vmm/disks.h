@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "devices/block/disk_image.h"
 #include "devices/virtio/blk/config.h"
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/virtio_device.h"
 #include "vmm/cli/options.h"
 
 namespace mvmm {
@@ -21,6 +22,7 @@ struct Disk {
     std::unique_ptr<devices::virtio::Device> device;
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    std::vector<devices::block::DiskImage*> images;   // the device's, for their caches
 };
 
 // The virtio-blk disks in order, then the SCSI controllers in order.  Throws UsageError naming

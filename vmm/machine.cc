@@ -49,10 +49,22 @@ ExitFigures Machine::exit_figures() const {
                            vcpus_.exits().by_kind(),
                            board_.platform.routing_pushes(),
                            plan_.config.request_alloc,
-                           {}};
+                           {},
+                           disk_caches()};
     for (const auto& disk : board_.disks)
         machine.devices.push_back({disk.name, disk.counters->statistics()});
     return {read_process_figures(), std::move(machine)};
+}
+
+std::vector<ImageCacheFigures> Machine::disk_caches() const {
+    std::vector<ImageCacheFigures> images;
+    for (const auto& disk : board_.disks)
+        for (const auto* image : disk.images) images.push_back(read_image_cache_figures(*image));
+    return images;
+}
+
+nlohmann::json Machine::query_disk_caches() {
+    return disk_caches_json(disk_caches());
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {

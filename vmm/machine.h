@@ -36,10 +36,13 @@ class Machine : public api::ApiHandler {
 
     // The management socket's view.
     nlohmann::json query_status() override;
+    nlohmann::json query_disk_caches() override;
     void quit() override;
 
     // At exit: memory, trims, address-space rebuilds, VM exits (the `exit stats` line).
     ExitFigures exit_figures() const;
+    // Every disk image's metadata caches now, in disk order.
+    std::vector<ImageCacheFigures> disk_caches() const;
 
   private:
     void on_power(devices::PowerEvent event);

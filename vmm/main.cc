@@ -9,15 +9,15 @@
 #include <optional>
 #include <string>
 
-#include "mem/guest_ram.h"
+#include "base/user_error.h"
 #include "rcu/trim.h"
 #include "vmm/api/server.h"
-#include "vmm/boot/bzimage.h"
 #include "vmm/cli/command_line.h"
 #include "vmm/cli/usage_error.h"
 #include "vmm/cli/validate.h"
 #include "vmm/disks.h"
 #include "vmm/exit_code.h"
+#include "vmm/cache_cleaner.h"
 #include "vmm/io_threads.h"
 #include "vmm/kvm/host_check.h"
 #include "vmm/machine.h"
@@ -33,13 +33,7 @@ class Run {
     int operator()(int argc, char** argv) {
         try {
             return boot(argc, argv);
-        } catch (const UsageError& e) {
-            return fail(kExitUsage, e);
-        } catch (const api::ApiSocketError& e) {
-            return fail(kExitUsage, e);
-        } catch (const RamError& e) {
-            return fail(kExitUsage, e);
-        } catch (const boot::BootError& e) {
+        } catch (const UserError& e) {  // the command line, its files, what the host lacks
             return fail(kExitUsage, e);
         } catch (const std::exception& e) {
             return fail(kExitInternalError, e);
@@ -65,7 +59,11 @@ class Run {
         rcu::set_trim_policy(plan.config.trim);
         io.start(plan.config.io_threads ? plan.config.io_threads : IoThreads::default_count());
         const std::string api_socket = plan.config.api_socket;
+        const auto clean_period = cache_clean_period(plan.config.disks);
+        std::vector<devices::block::DiskImage*> images;
+        for (const Disk& disk : disks) images.insert(images.end(), disk.images.begin(), disk.images.end());
         Machine machine(std::move(plan), std::move(disks), report_ ? &*report_ : nullptr);
+        const CacheCleaner cache_cleaner(io.context(), std::move(images), clean_period);
         std::optional<api::ApiServer> api;
         const IoThreadsStopper stop_io_first(io);  // before the socket server and the machine go
         stop_signals.on_signal([&machine](int signal) {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "devices/pci/function.h"
+#include "devices/bus/address_space.h"
+#include "devices/pci/pci_function.h"
 #include "devices/pci/root_port.h"
-#include "mem/address_space.h"
 
 namespace mvmm::devices::pci {
 

@@ -32,9 +32,9 @@
 #include <span>
 #include <variant>
 
+#include "devices/bus/address_space.h"
 #include "devices/pci/bus.h"
-#include "devices/pci/function.h"
-#include "mem/address_space.h"
+#include "devices/pci/pci_function.h"
 
 namespace mvmm::devices::pci {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "devices/pci/config_space.h"
-#include "devices/pci/function.h"
+#include "devices/pci/pci_function.h"
 
 namespace mvmm::devices::pci {
 

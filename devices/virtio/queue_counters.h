@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 namespace mvmm::devices::virtio {
 

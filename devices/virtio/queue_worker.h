@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue.h"
 #include "devices/virtio/queue_counters.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
+#include "devices/virtio/virtio_device.h"
 
 namespace boost::asio {
 class io_context;

@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "devices/virtio/test_driver.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio {
 namespace {

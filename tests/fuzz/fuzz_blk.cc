@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
-#include "devices/virtio/blk/device.h"
-#include "devices/virtio/test_driver.h"
-#include "mem/fd.h"
+#include "base/fd.h"
+#include "devices/virtio/blk/blk_device.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

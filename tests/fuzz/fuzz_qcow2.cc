@@ -1,7 +1,7 @@
 // fuzz_qcow2: a qcow2 image file as hostile as libFuzzer makes it, through the header, table
 // and entry parsers, then through the engine: opened read-only and read at a few places, then
 // opened writable and written (in place and into new clusters), discarded, zeroed, flushed and
-// closed.  Opening may refuse it (std::runtime_error); a request may fail; anything else that
+// closed.  Opening may refuse it (ImageError); a request may fail; anything else that
 // escapes, a sanitizer report or a broken parser invariant (__builtin_trap) is a finding.
 //
 // Input: the image file's bytes.  Seeds: small images qemu-img made (make_seeds.py).
@@ -16,7 +16,7 @@
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/header.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
@@ -61,7 +61,7 @@ void exercise_engine(const std::string& path) {
         for (const uint64_t at : {uint64_t{0}, image->size() / 2, ~uint64_t{0}})
             request(*image, at, 4096, false);
         image->clean_idle({});
-    } catch (const std::runtime_error&) {
+    } catch (const devices::block::ImageError&) {
         return;  // refused at open: fine
     }
     try {
@@ -75,8 +75,8 @@ void exercise_engine(const std::string& path) {
         (void)image->write_zeroes(image->size() - span, span, true);
         request(*image, 0, 8192, false);
         (void)image->flush();
-        (void)image->stats();
-    } catch (const std::runtime_error&) {
+        (void)image->cache_stats();
+    } catch (const devices::block::ImageError&) {
     }
 }
 

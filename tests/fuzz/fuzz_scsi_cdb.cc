@@ -51,11 +51,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto cdb = in.take_bytes(in.take<uint8_t>());
     const auto rest = in.rest();
     std::vector<uint8_t> parameter_list(rest.begin(), rest.end());  // as a data-out buffer
-    const mvmm::devices::virtio::GuestBuffers::Part data_out{std::span(parameter_list)};
+    const mvmm::GuestBuffers::Part data_out{std::span(parameter_list)};
 
     if (const auto command = parse_cdb(cdb, lun)) check_command(*command, lun);
     if (const auto ranges =
-            parse_unmap_list(mvmm::devices::virtio::GuestBuffers(std::span(&data_out, 1)), lun)) {
+            parse_unmap_list(mvmm::GuestBuffers(std::span(&data_out, 1)), lun)) {
         uint64_t total = 0;
         for (const auto& range : *ranges) {
             check_in_range(range.lba, range.blocks, lun);

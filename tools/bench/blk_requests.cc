@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "devices/virtio/blk/device.h"
-#include "tools/bench/requests.h"
+#include "bench/requests.h"
+#include "devices/virtio/blk/blk_device.h"
 
 namespace mvmm::bench {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/slot_pool.h"
+#include "devices/virtio/test_queue_driver.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_addr.h"
-#include "mem/slot_pool.h"
 
 namespace mvmm::bench {
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
+#include "bench/requests.h"
 #include "devices/virtio/scsi/big_endian.h"
 #include "devices/virtio/scsi/controller.h"
-#include "tools/bench/requests.h"
 
 namespace mvmm::bench {
 namespace {
@@ -241,7 +241,7 @@ class ScsiRequests final : public DriverRequests {
         scsi::ControllerConfig config{
             .id = "bench",
             .request_queues = request_queues,
-            .luns = {{image, 0, workload_ != Workload::mixed, "request-bench"}},
+            .luns = {{image, 0, workload_ != Workload::mixed, "request-bench", {}}},
             .request_alloc = request_alloc};
         auto controller = std::make_unique<scsi::ScsiController>(config, io);
         const auto* counters = &controller->counters();

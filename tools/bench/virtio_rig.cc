@@ -1,4 +1,4 @@
-#include "tools/bench/virtio_rig.h"
+#include "bench/virtio_rig.h"
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -12,9 +12,9 @@
 #include <random>
 #include <stdexcept>
 
-#include "devices/virtio/pci/function.h"
+#include "bench/alloc_counter.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/queue_size.h"
-#include "tools/bench/alloc_counter.h"
 
 namespace mvmm::bench {
 namespace {

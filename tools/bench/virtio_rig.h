@@ -21,14 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/fd.h"
+#include "bench/requests.h"
 #include "devices/pci/test_harness.h"
 #include "devices/platform.h"
-#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/test_driver.h"
-#include "mem/fd.h"
-#include "mem/slot_pool.h"
-#include "tools/bench/requests.h"
+#include "devices/virtio/slot_pool.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::bench {
 

@@ -13,6 +13,8 @@ class ApiHandler {
     // The reply to query-status, e.g. {"status": "running", "cpus": 2, "uptime_ms": 1234}.
     // An exception becomes a GenericError reply.
     virtual nlohmann::json query_status() = 0;
+    // query-memory's "disk_caches": the disks' metadata caches (the boot report's form).
+    virtual nlohmann::json query_disk_caches() = 0;
 
     // Ends the VMM.  Called once the reply to quit has been written to the client's socket.
     virtual void quit() = 0;

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "rcu/trim.h"
-#include "vmm/api/api_config.h"
 #include "vmm/report/process_memory.h"
 
 namespace mvmm::api {
@@ -18,7 +17,7 @@ nlohmann::json to_json(const rcu::TrimCounters& counters) {
 
 namespace {
 
-nlohmann::json to_json(const std::optional<MallocTotals>& totals) {
+nlohmann::json to_json(const std::optional<rcu::MallocTotals>& totals) {
     if (!totals) return nullptr;
     return {{"arena", totals->arena},
             {"hblkhd", totals->hblkhd},
@@ -38,7 +37,7 @@ nlohmann::json query_memory() {
             {"anon_rss_bytes", smaps.anon_rss_bytes},
             {"vm_rss_bytes", status.vm_rss_bytes},
             {"vm_hwm_bytes", status.vm_hwm_bytes},
-            {"malloc", to_json(read_malloc_totals())},
+            {"malloc", to_json(rcu::malloc_totals())},
             {"trim",
              {{"policy", rcu::to_string(trim.config.policy)},
               {"supported", trim.supported},
@@ -53,8 +52,8 @@ nlohmann::json trim_memory() {
     const std::optional<rcu::TrimResult> result = rcu::trim_now();
     if (!result) {
         throw std::runtime_error(
-            std::string("trimming is not supported by this build (allocator ") + MVMM_ALLOCATOR +
-            ", malloc_trim compiled out)");
+            std::string("trimming is not supported by this build (allocator ") +
+            rcu::allocator_name() + ", malloc_trim compiled out)");
     }
     return {{"heap_bytes_released", result->heap_bytes_released},
             {"rss_bytes_released", result->rss_bytes_released},

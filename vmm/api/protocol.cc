@@ -19,7 +19,12 @@ struct Command {
 
 constexpr std::array kCommands{
     Command{"query-status", [](ApiHandler& handler) { return handler.query_status(); }},
-    Command{"query-memory", [](ApiHandler&) { return query_memory(); }},
+    Command{"query-memory",
+            [](ApiHandler& handler) {
+                json memory = query_memory();
+                memory["disk_caches"] = handler.query_disk_caches();
+                return memory;
+            }},
     Command{"trim-memory", [](ApiHandler&) { return trim_memory(); }},
     // The handler's quit() runs once the empty reply is on its way.
     Command{"quit", [](ApiHandler&) { return json::object(); }, true},

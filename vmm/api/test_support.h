@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "vmm/api/handler.h"
 #include "vmm/api/server.h"
 
@@ -24,6 +24,7 @@ namespace mvmm::api::test_support {
 class FakeHandler : public ApiHandler {
   public:
     nlohmann::json query_status() override;
+    nlohmann::json query_disk_caches() override { return {{"resident_bytes", 4096}}; }
     void quit() override { ++quits; }
 
     std::atomic<int> quits{0};

@@ -1,12 +1,12 @@
 #include "vmm/cli/options.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "devices/virtio/disk_image.h"
-
+#include "devices/block/disk_image.h"
 #include "vmm/cli/option_parser.h"
 
 namespace mvmm {
@@ -43,10 +43,30 @@ uint16_t queue_size(const OptionParser& parser) {
             .value_or(virtio::kDefaultQueueSize));
 }
 
+// format=raw|qcow2 (without it the image's header decides) and qcow2's cache keys, with QEMU's
+// names, defaults and units (a bare size is bytes).
+devices::block::ImageOptions image_options(const OptionParser& parser) {
+    using devices::block::ImageFormat;
+    devices::block::ImageOptions options;
+    options.format = parser.choice("format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}},
+                                   ImageFormat::Auto);
+    auto& qcow2 = options.qcow2;
+    qcow2.l2_cache_size = parser.size("l2-cache-size", SizeUnit::Bytes).value_or(qcow2.l2_cache_size);
+    qcow2.refcount_cache_size =
+        parser.size("refcount-cache-size", SizeUnit::Bytes).value_or(qcow2.refcount_cache_size);
+    if (const auto seconds = parser.number("cache-clean-interval", 0, UINT32_MAX))
+        qcow2.cache_clean_interval = std::chrono::seconds(*seconds);
+    if (options.format == ImageFormat::Raw)
+        for (const char* key : {"l2-cache-size", "refcount-cache-size", "cache-clean-interval"})
+            if (parser.has(key)) parser.fail(key, "a qcow2 key; format=raw has no metadata caches");
+    return options;
+}
+
 blk::DiskConfig blk_disk(const OptionParser& parser) {
     if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
+    config.image = image_options(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
@@ -93,10 +113,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
+    lun.image = image_options(parser);
     lun.read_only = parser.toggle("readonly", false);
     lun.serial =
         serial(parser, scsi::kMaxSerialBytes)
-            .value_or(devices::virtio::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
+            .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
     lun.lun = lun_number(parser, *controller);
     // /dev/disk/by-id names come from the serial: two LUNs with one would share them.
@@ -130,8 +151,9 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk", {"path", "readonly", "serial", "queues", "queue-size", "bus",
-                                   "controller", "lun"});
+    OptionParser parser("--disk", {"path", "format", "readonly", "serial", "queues", "queue-size",
+                                   "bus", "controller", "lun", "l2-cache-size",
+                                   "refcount-cache-size", "cache-clean-interval"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
@@ -170,6 +192,15 @@ RamConfig parse_memory_option(std::string_view text) {
         parser.fail("size " + format_size(config.size) + " is not a whole number of " +
                     format_size(page_size) + " pages");
     return config;
+}
+
+devices::block::qcow2::CacheAlloc parse_cache_alloc_option(std::string_view text) {
+    using devices::block::qcow2::CacheAlloc;
+    OptionParser parser("--cache-alloc", {"mode"}, "mode");
+    parser.parse(text);
+    if (!parser.has("mode")) parser.fail("expected mapping or heap");
+    return parser.choice("mode", {{"mapping", CacheAlloc::Mapping}, {"heap", CacheAlloc::Heap}},
+                         CacheAlloc::Mapping);
 }
 
 SlotSource parse_request_alloc_option(std::string_view text) {

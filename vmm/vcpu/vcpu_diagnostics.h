@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/virtio/queue_worker.h"
-#include "mem/fd.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/vcpu/vcpu_dump.h"
 

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "devices/block/cache_stats.h"
+#include "devices/block/image_options.h"
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/options.h"
 
@@ -41,14 +43,13 @@ struct Chain {
 // QEMU's path_combine: an absolute name as it is, a relative one from the overlay's directory.
 std::string resolve_backing_path(const std::string& overlay_path, const std::string& name);
 
-enum class ImageFormat { Raw, Qcow2 };
 // The format a header extension names (nullopt: one we do not open).
 std::optional<ImageFormat> parse_format(const std::string& name);
 // What the first bytes of a file look like.
 ImageFormat probe_format(std::span<const uint8_t> first_bytes);
 
 // Opens the backing file of an overlay read-only (and, for qcow2, its own chain).  Throws
-// std::runtime_error naming the file and what is wrong.
+// ImageError naming the file and what is wrong.
 std::unique_ptr<BackingFile> open_backing(const std::string& overlay_path, const std::string& name,
                                           const std::string& format, const Qcow2Options& options,
                                           Chain& chain);

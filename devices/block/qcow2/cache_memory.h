@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "devices/block/qcow2/options.h"
-#include "mem/mapping.h"
+#include "base/mapping.h"
 
 namespace mvmm::devices::block::qcow2 {
 

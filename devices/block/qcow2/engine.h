@@ -16,14 +16,15 @@
 #include <optional>
 #include <vector>
 
+#include "devices/block/cache_stats.h"
 #include "devices/block/qcow2/backing.h"
 #include "devices/block/qcow2/cluster_map.h"
 #include "devices/block/qcow2/header.h"
 #include "devices/block/qcow2/options.h"
 #include "devices/block/qcow2/refcounts.h"
 #include "devices/block/qcow2/table_cache.h"
-#include "mem/fd.h"
-#include "mem/mapping.h"
+#include "base/fd.h"
+#include "base/mapping.h"
 
 namespace mvmm::devices::block::qcow2 {
 

@@ -7,12 +7,11 @@
 #include <span>
 #include <system_error>
 
-#include "devices/virtio/guest_buffers.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
+#include "base/result.h"
 
 namespace mvmm::devices::block::qcow2 {
 
-using virtio::GuestBuffers;
 using IoResult = Result<Ok, std::error_code>;
 
 IoResult errno_result(int error);

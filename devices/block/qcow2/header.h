@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "devices/block/qcow2/format.h"
-#include "mem/result.h"
+#include "base/result.h"
 
 namespace mvmm::devices::block::qcow2 {
 

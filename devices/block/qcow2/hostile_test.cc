@@ -43,7 +43,7 @@ class HostileImageTest : public ::testing::Test {
     std::string open_error(bool read_only = false) {
         try {
             Qcow2Image::open(path_, read_only);
-        } catch (const std::runtime_error& e) {
+        } catch (const ImageError& e) {
             return e.what();
         }
         return "";
@@ -155,14 +155,14 @@ TEST_F(HostileImageTest, RefusesFeaturesItDoesNotHandle) {
 
     const std::string extended = dir_.file("extended.qcow2");
     must("qemu-img create -q -f qcow2 -o extended_l2=on " + extended + " 1M");
-    EXPECT_THROW(Qcow2Image::open(extended, true), std::runtime_error);
+    EXPECT_THROW(Qcow2Image::open(extended, true), ImageError);
     const std::string external = dir_.file("external.qcow2");
     must("qemu-img create -q -f qcow2 -o data_file=" + dir_.file("data.raw") + " " + external +
          " 1M");
     try {
         Qcow2Image::open(external, true);
         ADD_FAILURE() << "opened an image with an external data file";
-    } catch (const std::runtime_error& e) {
+    } catch (const ImageError& e) {
         EXPECT_THAT(e.what(), HasSubstr("external data files are not supported"));
     }
 }
@@ -230,7 +230,7 @@ class HostileChainTest : public ::testing::Test {
     std::string open_error(const std::string& name) {
         try {
             Qcow2Image::open(dir_.file(name), false);
-        } catch (const std::runtime_error& e) {
+        } catch (const ImageError& e) {
             return e.what();
         }
         return "";

@@ -37,7 +37,7 @@ class Qcow2ImageTest : public ::testing::Test {
     static std::string open_error(const std::string& path, bool read_only = false) {
         try {
             Qcow2Image::open(path, read_only);
-        } catch (const std::runtime_error& e) {
+        } catch (const ImageError& e) {
             return e.what();
         }
         return "";
@@ -222,17 +222,17 @@ TEST_F(Qcow2ImageTest, AReadOnlyImageRefusesChanges) {
 TEST_F(Qcow2ImageTest, SizesTheCachesAsQemuDoes) {
     // The L2 cache covers the whole disk up to l2_cache_size; the refcount cache four clusters.
     const std::string small = create("small.qcow2", "cluster_size=65536", 1ull << 30);
-    EXPECT_EQ(Qcow2Image::open(small, true)->stats().l2.capacity, 2u);  // 128 KiB of L2 entries
+    EXPECT_EQ(Qcow2Image::open(small, true)->cache_stats().l2.capacity, 2u);  // 128 KiB of L2 entries
     const std::string medium = create("medium.qcow2", "cluster_size=65536", 100ull << 30);
-    EXPECT_EQ(Qcow2Image::open(medium, true)->stats().l2.capacity, 200u);  // 12.5 MiB
+    EXPECT_EQ(Qcow2Image::open(medium, true)->cache_stats().l2.capacity, 200u);  // 12.5 MiB
     const std::string big = create("big.qcow2", "cluster_size=65536", 1ull << 40);
     const auto image = Qcow2Image::open(big, true);
-    EXPECT_EQ(image->stats().l2.capacity, 512u) << "32 MiB";
-    EXPECT_EQ(image->stats().refcount.capacity, 4u);
+    EXPECT_EQ(image->cache_stats().l2.capacity, 512u) << "32 MiB";
+    EXPECT_EQ(image->cache_stats().refcount.capacity, 4u);
     const auto limited =
         Qcow2Image::open(big, true, {.l2_cache_size = 4 << 20, .refcount_cache_size = 1 << 20});
-    EXPECT_EQ(limited->stats().l2.capacity, 64u);
-    EXPECT_EQ(limited->stats().refcount.capacity, 16u);
+    EXPECT_EQ(limited->cache_stats().l2.capacity, 64u);
+    EXPECT_EQ(limited->cache_stats().refcount.capacity, 16u);
 }
 
 TEST_F(Qcow2ImageTest, CleaningDropsTablesIdleForAnIntervalOfTheOwnersClock) {
@@ -244,15 +244,15 @@ TEST_F(Qcow2ImageTest, CleaningDropsTablesIdleForAnIntervalOfTheOwnersClock) {
         const auto image = Qcow2Image::open(
             path, true, {.cache_clean_interval = std::chrono::seconds(10), .cache_alloc = alloc});
         for (uint64_t at = 0; at < size; at += 2 << 20) (void)read_bytes(*image, at, 512);
-        EXPECT_EQ(image->stats().l2.entries, 16u);
-        EXPECT_EQ(image->stats().l2.bytes_resident, 16u * 4096);
+        EXPECT_EQ(image->cache_stats().l2.entries, 16u);
+        EXPECT_EQ(image->cache_stats().l2.bytes_resident, 16u * 4096);
         const auto start = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
         EXPECT_EQ(image->clean_idle(start), 0u) << "starts the clock";
         (void)read_bytes(*image, 0, 512);
         EXPECT_EQ(image->clean_idle(start + std::chrono::seconds(9)), 0u) << "too early";
         EXPECT_EQ(image->clean_idle(start + std::chrono::seconds(10)), 15u) << "all but one";
-        EXPECT_EQ(image->stats().l2.bytes_resident, 4096u);
-        EXPECT_EQ(image->stats().l2.cleanings, 15u);
+        EXPECT_EQ(image->cache_stats().l2.bytes_resident, 4096u);
+        EXPECT_EQ(image->cache_stats().l2.cleanings, 15u);
     }
 }
 

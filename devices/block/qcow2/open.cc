@@ -6,7 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
+
+#include "devices/block/disk_image.h"
 
 namespace mvmm::devices::block::qcow2 {
 namespace {
@@ -57,7 +58,7 @@ void check_options(const Qcow2Options& options, const Header& header, const std:
 }  // namespace
 
 void fail_open(const std::string& label, const std::string& why) {
-    throw std::runtime_error(label + ": " + why);
+    throw ImageError(label + ": " + why);
 }
 
 Fd open_image_file(const std::string& path, const std::string& label, bool read_only, Chain& chain,

@@ -1,5 +1,5 @@
 // Opening the images of a chain: the file checks and locks, the header and tables read and
-// checked, the engine made.  Every failure throws std::runtime_error with one line that names
+// checked, the engine made.  Every failure throws ImageError with one line that names
 // the disk (and the backing file at fault) and what is wrong.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include "devices/block/qcow2/backing.h"
 #include "devices/block/qcow2/engine.h"
 #include "devices/block/qcow2/options.h"
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace mvmm::devices::block::qcow2 {
 

@@ -1,5 +1,5 @@
-// What an owner chooses when it opens a qcow2 image, and what it can read back about the
-// metadata caches.  Names and defaults are QEMU's (its qcow2 options on Linux).
+// What an owner chooses when it opens a qcow2 image: its metadata caches.  Names and defaults
+// are QEMU's (its qcow2 options on Linux).
 #pragma once
 
 #include <chrono>
@@ -27,33 +27,6 @@ struct Qcow2Options {
     // cache-clean-interval: tables unused for this long are dropped by clean_idle(); 0: never.
     std::chrono::seconds cache_clean_interval = kDefaultCacheCleanInterval;
     CacheAlloc cache_alloc = CacheAlloc::Mapping;
-};
-
-struct CacheStats {
-    struct Cache {
-        uint64_t entries = 0;          // tables cached now
-        uint64_t capacity = 0;         // tables it may hold
-        uint64_t bytes_resident = 0;   // memory its tables occupy now (mapping: by mincore)
-        uint64_t bytes_allocated = 0;  // mapping: its size; heap: the tables allocated now
-        uint64_t hits = 0;
-        uint64_t misses = 0;
-        uint64_t evictions = 0;  // tables replaced by others
-        uint64_t cleanings = 0;  // tables dropped for being idle
-
-        Cache& operator+=(const Cache& other) {
-            entries += other.entries;
-            capacity += other.capacity;
-            bytes_resident += other.bytes_resident;
-            bytes_allocated += other.bytes_allocated;
-            hits += other.hits;
-            misses += other.misses;
-            evictions += other.evictions;
-            cleanings += other.cleanings;
-            return *this;
-        }
-    };
-    Cache l2;
-    Cache refcount;
 };
 
 }  // namespace mvmm::devices::block::qcow2

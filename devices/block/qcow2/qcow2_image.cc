@@ -13,10 +13,10 @@ std::unique_ptr<Qcow2Image> Qcow2Image::open(const std::string& path, bool read_
     uint64_t file_size = 0;
     Fd fd = open_image_file(path, label, read_only, chain, file_size);
     auto engine = make_engine(path, label, std::move(fd), file_size, read_only, options, chain);
-    return std::unique_ptr<Qcow2Image>(new Qcow2Image(path, std::move(engine)));
+    return std::make_unique<Qcow2Image>(Opened{}, path, std::move(engine));
 }
 
-Qcow2Image::Qcow2Image(std::string path, std::unique_ptr<Engine> engine)
+Qcow2Image::Qcow2Image(Opened, std::string path, std::unique_ptr<Engine> engine)
     : path_(std::move(path)),
       size_(engine->size()),
       read_only_(engine->read_only()),
@@ -28,11 +28,11 @@ Qcow2Image::~Qcow2Image() {
         spdlog::error("{}: flush at close failed: {}", path_, flushed.error().message());
 }
 
-IoResult Qcow2Image::read(uint64_t offset, const virtio::GuestBuffers& into) const {
+IoResult Qcow2Image::read(uint64_t offset, const GuestBuffers& into) const {
     return engine_->read(offset, into);
 }
 
-IoResult Qcow2Image::write(uint64_t offset, const virtio::GuestBuffers& from) const {
+IoResult Qcow2Image::write(uint64_t offset, const GuestBuffers& from) const {
     return engine_->write(offset, from);
 }
 
@@ -52,7 +52,7 @@ size_t Qcow2Image::clean_idle(std::chrono::steady_clock::time_point now) {
     return engine_->clean_idle(now);
 }
 
-CacheStats Qcow2Image::stats() const {
+CacheStats Qcow2Image::cache_stats() const {
     CacheStats stats;
     engine_->add_stats(stats);
     return stats;

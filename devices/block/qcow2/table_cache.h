@@ -13,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include "devices/block/cache_stats.h"
 #include "devices/block/qcow2/cache_memory.h"
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/offset_index.h"

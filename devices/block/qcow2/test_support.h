@@ -19,7 +19,7 @@
 
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace mvmm::devices::block::qcow2::testing {
 

@@ -1,11 +1,11 @@
 #include "devices/virtio/blk/config.h"
 
-#include "devices/virtio/disk_image.h"
+#include "devices/block/disk_image.h"
 
 namespace mvmm::devices::virtio::blk {
 
 std::string disk_serial(const DiskConfig& config) {
-    return config.serial ? *config.serial : serial_from_file_name(config.path, kSerialBytes);
+    return config.serial ? *config.serial : block::serial_from_file_name(config.path, kSerialBytes);
 }
 
 }  // namespace mvmm::devices::virtio::blk

@@ -6,8 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 namespace mvmm::devices::virtio::blk {
 
@@ -28,6 +29,7 @@ struct DiskConfig {
     uint16_t queue_size = kDefaultQueueSize;  // each queue's maximum (valid_queue_size)
     DiskBus bus = DiskBus::RootPort;
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
+    block::ImageOptions image;                    // format=
 };
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured

@@ -5,8 +5,8 @@
 
 namespace mvmm::devices::virtio::blk {
 
-IoResult execute(const Request& request, DiskImage& disk, std::string_view id, bool write_through) {
-    IoResult result = Ok{};
+block::IoResult execute(const Request& request, block::DiskImage& disk, std::string_view id, bool write_through) {
+    block::IoResult result = Ok{};
     switch (request.type) {
         case RequestType::In:
             return disk.read(request.offset, request.data);

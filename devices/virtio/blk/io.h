@@ -5,13 +5,13 @@
 #include <string_view>
 
 #include "devices/virtio/blk/request.h"
-#include "devices/virtio/disk_image.h"
+#include "devices/block/disk_image.h"
 
 namespace mvmm::devices::virtio::blk {
 
 // Carries out `request` on `disk`.  `id` answers get-id (NUL-padded to 20 bytes).  With
 // `write_through` (the driver did not negotiate VIRTIO_BLK_F_FLUSH) every write is flushed
 // before it completes, as the spec then requires.
-IoResult execute(const Request& request, DiskImage& disk, std::string_view id, bool write_through);
+block::IoResult execute(const Request& request, block::DiskImage& disk, std::string_view id, bool write_through);
 
 }  // namespace mvmm::devices::virtio::blk

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "devices/virtio/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/queue.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::blk {
 

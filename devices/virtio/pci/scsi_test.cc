@@ -10,26 +10,27 @@
 #include <memory>
 #include <vector>
 
+#include "devices/block/temp_image.h"
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/pci/function.h"
-#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/scsi/big_endian.h"
 #include "devices/virtio/scsi/controller.h"
-#include "devices/virtio/test_driver.h"
-#include "devices/virtio/test_image.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {
 
 namespace vt = ::mvmm::devices::virtio::testing;
+namespace bt = ::mvmm::devices::block::testing;
 namespace scsi = ::mvmm::devices::virtio::scsi;
 
 constexpr uint64_t kWindow = 0xc000'0000;
 constexpr uint16_t kLuns = 300;  // past 255: flat space addressing
 
 struct Controller {
-    std::vector<std::unique_ptr<vt::TempImage>> images;
+    std::vector<std::unique_ptr<bt::TempImage>> images;
     std::vector<std::unique_ptr<vt::TestDriver>> rings;  // control, event, request
     std::unique_ptr<testing::PciDriver> driver;
     const scsi::ScsiCounters* counters = nullptr;  // the controller's, which the function owns
@@ -42,9 +43,9 @@ class ScsiOverPciTest : public ::testing::Test {
         scsi::ControllerConfig config{
             .id = "c" + std::to_string(controllers.size()), .request_queues = 1, .luns = {}};
         for (uint16_t lun = 0; lun < luns; ++lun) {
-            controller.images.push_back(std::make_unique<vt::TempImage>(4096, 0));
+            controller.images.push_back(std::make_unique<bt::TempImage>(4096, 0));
             config.luns.push_back(
-                {controller.images.back()->path(), lun, false, "s" + std::to_string(lun)});
+                {controller.images.back()->path(), lun, false, "s" + std::to_string(lun), {}});
         }
         auto device = std::make_unique<scsi::ScsiController>(config, io);
         controller.counters = &device->counters();
@@ -120,7 +121,7 @@ TEST_F(ScsiOverPciTest, TwoControllersAndThreeHundredLunsBehindRootPorts) {
     }
     Controller& big = controllers[0];
     const GuestAddr luns = command(big, 0, {0xa0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0}, {}, 4096);
-    const auto pattern = vt::pattern(512, 42);
+    const auto pattern = bt::pattern(512, 42);
     command(big, kLuns - 1, {0x2a, 0, 0, 0, 0, 3, 0, 0, 1, 0}, pattern, 0);
     command(controllers[1], 1, {0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0}, pattern, 0);
     ASSERT_TRUE(vt::eventually([&] { return big.rings[2]->used_idx() == 2; }));

@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/pci/msix.h"
-#include "devices/virtio/device.h"
-#include "mem/fd.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_memory.h"
 
 namespace mvmm::devices::virtio::pci {

@@ -11,9 +11,9 @@
 #include <span>
 #include <variant>
 
-#include "devices/virtio/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/scsi/sense.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "mem/slot_pool.h"
+#include "devices/virtio/slot_pool.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -24,6 +25,7 @@ struct LunConfig {
     uint16_t lun = 0;  // at most kMaxLun, unique on its controller
     bool read_only = false;
     std::string serial;  // printable ASCII, 1 to kMaxSerialBytes: the LUN's names come from it
+    block::ImageOptions image;  // format=
 };
 
 struct ControllerConfig {

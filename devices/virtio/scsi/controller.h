@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/control.h"
 #include "devices/virtio/scsi/request.h"
 #include "devices/virtio/scsi/target.h"
+#include "devices/virtio/virtio_device.h"
 
 namespace boost::asio {
 class io_context;
@@ -36,7 +36,7 @@ class ScsiController final : public Device {
   public:
     static constexpr uint16_t kControlQueue = 0, kEventQueue = 1, kFirstRequestQueue = 2;
 
-    // Opens every LUN (Target); throws std::runtime_error or std::invalid_argument for the
+    // Opens every LUN (Target); throws block::ImageError or std::invalid_argument for the
     // user.  `io` must outlive the controller.
     ScsiController(const ControllerConfig& config, boost::asio::io_context& io);
 

@@ -11,15 +11,16 @@
 #include <memory>
 #include <thread>
 
+#include "devices/block/temp_image.h"
 #include "devices/virtio/scsi/big_endian.h"
-#include "devices/virtio/test_driver.h"
-#include "devices/virtio/test_image.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
 
 namespace vt = ::mvmm::devices::virtio::testing;
+namespace bt = ::mvmm::devices::block::testing;
 using namespace std::chrono_literals;
 
 constexpr uint64_t kFeatures = kFeatureVersion1 | kFeatureEventIdx | kFeatureIndirectDesc;
@@ -43,8 +44,8 @@ class ControllerTest : public ::testing::Test {
                                 .queue_size = queue_size,
                                 .luns = {},
                                 .request_alloc = request_alloc};
-        config.luns.push_back({disk.path(), 0, false, "disk-0"});
-        config.luns.push_back({disk2.path(), 3, true, "disk-3"});
+        config.luns.push_back({disk.path(), 0, false, "disk-0", {}});
+        config.luns.push_back({disk2.path(), 3, true, "disk-3", {}});
         controller.reset();  // it holds the images' locks
         controller = std::make_unique<ScsiController>(config, io);
         drivers.clear();
@@ -103,8 +104,8 @@ class ControllerTest : public ::testing::Test {
     }
 
     vt::TestGuest guest{1 << 20};
-    vt::TempImage disk{64 * 512, 0xaa};
-    vt::TempImage disk2{8 * 512, 0xbb};
+    bt::TempImage disk{64 * 512, 0xaa};
+    bt::TempImage disk2{8 * 512, 0xbb};
     boost::asio::io_context io;
     vt::IoThread io_thread{io};
     vt::FakeInterrupt interrupt;
@@ -145,7 +146,7 @@ TEST_F(ControllerTest, TheDriverSetsCdbAndSenseSizesAndAResetRestoresThem) {
 }
 
 TEST_F(ControllerTest, WritesAndReadsThroughTheRequestQueue) {
-    const auto data = vt::pattern(1024, 7);
+    const auto data = bt::pattern(1024, 7);
     const auto write = send(address(0), {0x2a, 0, 0, 0, 0, 2, 0, 0, 2, 0}, data);
     wait_used(1);
     EXPECT_EQ(response_of(write).response, VIRTIO_SCSI_S_OK);
@@ -251,7 +252,7 @@ TEST_F(ControllerTest, CommandsFromTheHeapServeAsPooledOnesDo) {
     for (SlotSource request_alloc : {SlotSource::malloc, SlotSource::calloc}) {
         make(1, request_alloc);
         ASSERT_TRUE(activate());
-        const auto data = vt::pattern(512, uint8_t(request_alloc));
+        const auto data = bt::pattern(512, uint8_t(request_alloc));
         send(address(0), {0x2a, 0, 0, 0, 0, 5, 0, 0, 1, 0}, data);
         const auto read = send(address(0), {0x28, 0, 0, 0, 0, 5, 0, 0, 1, 0}, {}, 512);
         wait_used(2);

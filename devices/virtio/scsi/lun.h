@@ -4,13 +4,14 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
-#include "devices/virtio/disk_image.h"
-#include "devices/virtio/guest_buffers.h"
+#include "devices/block/disk_image.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/responses.h"
@@ -28,11 +29,13 @@ struct Outcome {
 
 class Lun {
   public:
-    // Opens and locks the image; throws std::runtime_error for the user.
+    // Opens and locks the image; throws block::ImageError for the user.
     explicit Lun(const LunConfig& config);
 
     const LunInfo& info() const noexcept { return info_; }
     const LunIdentity& identity() const noexcept { return identity_; }
+    // For the owner's figures and idle-cache cleaning, whatever the format.
+    block::DiskImage& image() const noexcept { return *image_; }
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
@@ -46,7 +49,7 @@ class Lun {
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
 
-    DiskImage image_;
+    std::unique_ptr<block::DiskImage> image_;
     LunInfo info_;
     LunIdentity identity_;
     std::atomic<bool> io_error_logged_{false};

@@ -10,10 +10,10 @@
 #include <span>
 #include <string_view>
 
-#include "devices/virtio/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/queue.h"
 #include "devices/virtio/scsi/sense.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 

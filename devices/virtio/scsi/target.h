@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "devices/virtio/guest_buffers.h"
+#include "mem/guest_buffers.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/lun.h"
 

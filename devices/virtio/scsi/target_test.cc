@@ -8,12 +8,12 @@
 #include <memory>
 
 #include "devices/virtio/scsi/big_endian.h"
-#include "devices/virtio/test_image.h"
+#include "devices/block/temp_image.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
 
-using virtio::testing::TempImage;
+using block::testing::TempImage;
 
 constexpr uint64_t kBlocks = 64;
 
@@ -28,7 +28,7 @@ class TargetTest : public ::testing::Test {
         images.push_back(std::make_unique<TempImage>(kBlocks * 512, 0xaa));
         images.push_back(std::make_unique<TempImage>(kBlocks * 512, 0xbb));
         target = std::make_unique<Target>(std::vector<LunConfig>{
-            {images[0]->path(), 0, false, "lun-zero"}, {images[1]->path(), 300, true, "ro"}});
+            {images[0]->path(), 0, false, "lun-zero", {}}, {images[1]->path(), 300, true, "ro", {}}});
     }
 
     // Runs `cdb` with `in_size` bytes of data-in, or `out` as data-out.
@@ -47,15 +47,15 @@ class TargetTest : public ::testing::Test {
 };
 
 TEST_F(TargetTest, WritesAndReadsBlocks) {
-    const auto written = run(0, rw10(0x2a, 4, 2), 0, virtio::testing::pattern(1024, 3));
+    const auto written = run(0, rw10(0x2a, 4, 2), 0, block::testing::pattern(1024, 3));
     EXPECT_EQ(written.delivery, Delivery::Done);
     EXPECT_FALSE(written.outcome.sense);
     EXPECT_EQ(written.outcome.transferred, 1024u);
-    EXPECT_EQ(images[0]->read(4 * 512, 1024), virtio::testing::pattern(1024, 3));
+    EXPECT_EQ(images[0]->read(4 * 512, 1024), block::testing::pattern(1024, 3));
 
     const auto read = run(0, rw10(0x28, 4, 2), 1024);
     EXPECT_FALSE(read.outcome.sense);
-    EXPECT_EQ(data_in, virtio::testing::pattern(1024, 3));
+    EXPECT_EQ(data_in, block::testing::pattern(1024, 3));
 
     EXPECT_FALSE(run(0, rw10(0x2a, 0, 1, 0x08), 0, std::vector<uint8_t>(512, 1)).outcome.sense)
         << "FUA";
@@ -133,9 +133,9 @@ TEST_F(TargetTest, UnmapAndWriteSameDeallocateAndZero) {
     EXPECT_FALSE(run(0, same, 0, std::vector<uint8_t>(512, 0)).outcome.sense);
     EXPECT_EQ(images[0]->read(20 * 512, 4 * 512), std::vector<uint8_t>(4 * 512, 0));
     same[1] = 0;
-    EXPECT_FALSE(run(0, same, 0, virtio::testing::pattern(512, 9)).outcome.sense);
+    EXPECT_FALSE(run(0, same, 0, block::testing::pattern(512, 9)).outcome.sense);
     for (int block = 20; block < 24; ++block)
-        EXPECT_EQ(images[0]->read(block * 512, 512), virtio::testing::pattern(512, 9)) << block;
+        EXPECT_EQ(images[0]->read(block * 512, 512), block::testing::pattern(512, 9)) << block;
 }
 
 TEST_F(TargetTest, AHostReadErrorIsAMediumError) {
@@ -145,11 +145,11 @@ TEST_F(TargetTest, AHostReadErrorIsAMediumError) {
 
 TEST(TargetConfig, RefusesLunsPastTheLimitTwiceOrEmpty) {
     TempImage a(512), b(512), empty(0);
-    EXPECT_THROW(Target({{a.path(), kMaxLun + 1, false, "a"}}), std::invalid_argument);
-    EXPECT_THROW(Target({{a.path(), 3, true, "a"}, {b.path(), 3, true, "b"}}),
+    EXPECT_THROW(Target({{a.path(), kMaxLun + 1, false, "a", {}}}), std::invalid_argument);
+    EXPECT_THROW(Target({{a.path(), 3, true, "a", {}}, {b.path(), 3, true, "b", {}}}),
                  std::invalid_argument);
-    EXPECT_THROW(Target({{empty.path(), 0, false, "e"}}), std::runtime_error);
-    EXPECT_NO_THROW(Target({{a.path(), kMaxLun, false, "a"}}));
+    EXPECT_THROW(Target({{empty.path(), 0, false, "e", {}}}), std::runtime_error);
+    EXPECT_NO_THROW(Target({{a.path(), kMaxLun, false, "a", {}}}));
 }
 
 }  // namespace

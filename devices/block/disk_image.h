@@ -1,0 +1,73 @@
+// A disk image as virtio-blk and virtio-scsi see it, whatever its format (a raw file or block
+// device, a qcow2 image with its backing chain): a size and whole-range reads and writes of
+// guest buffers, flush, discard and write-zeroes.  Every call blocks and may come from any I/O
+// thread, several at once (one disk's queues); never from a vCPU thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "base/result.h"
+#include "base/user_error.h"
+#include "devices/block/cache_stats.h"
+#include "devices/block/image_options.h"
+#include "mem/guest_buffers.h"
+
+namespace mvmm::devices::block {
+
+inline constexpr uint64_t kImageBlockSize = 512;  // an image's size is a multiple of it
+
+using IoResult = Result<Ok, std::error_code>;
+
+// An image that cannot be opened: one line for the user naming the file and what is wrong.
+class ImageError : public UserError {
+  public:
+    using UserError::UserError;
+};
+
+class DiskImage {
+  public:
+    virtual ~DiskImage() = default;
+
+    virtual const std::string& path() const noexcept = 0;
+    virtual ImageFormat format() const noexcept = 0;
+    virtual uint64_t size() const noexcept = 0;  // bytes, a multiple of kImageBlockSize
+    virtual bool read_only() const noexcept = 0;
+
+    // Whole transfers: anything less than the whole range is an error.
+    virtual IoResult read(uint64_t offset, const GuestBuffers& into) const = 0;
+    virtual IoResult write(uint64_t offset, const GuestBuffers& from) const = 0;
+    // Everything written before it is durable when it succeeds.  After one failure every later
+    // flush fails too: a write the guest was told is safe may be lost.
+    virtual IoResult flush() = 0;
+    // Deallocation is a hint: an image that cannot free the range still succeeds.
+    virtual IoResult discard(uint64_t offset, uint64_t length) const = 0;
+    // The range reads back as zeroes; `may_unmap` lets the image deallocate it.
+    virtual IoResult write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) const = 0;
+    // `pattern` (not empty) again and again over [offset, offset + length), the last copy cut
+    // short, in writes whose pieces all point at it: nothing is copied or allocated.
+    IoResult write_repeated(uint64_t offset, uint64_t length, GuestBuffers::Part pattern) const;
+
+    // The metadata caches (qcow2's tables, its backing chain's added in); zeroes for raw.
+    virtual CacheStats cache_stats() const { return {}; }
+    // Drops cached metadata nobody used for the image's cache-clean-interval; the owner calls
+    // it now and then (`now` may be a driven clock).  Returns how many tables went.
+    virtual size_t clean_idle(std::chrono::steady_clock::time_point /*now*/) { return 0; }
+};
+
+// Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and
+// locks it: shared for read-only disks, exclusive otherwise, so that a disk given twice or used
+// by another VMM is refused.  A file forced to qcow2 that is not one is an error; a qcow2 image
+// forced to raw opens raw (its bytes as they are, as QEMU does).  Throws ImageError.
+std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_only,
+                                           const ImageOptions& options = {});
+
+// The serial a disk gets when none is given: the last `max_bytes` bytes of its image's file
+// name (disk-07.img tells disks apart better by its end), anything not printable ASCII as '_'.
+std::string serial_from_file_name(std::string_view path, size_t max_bytes);
+
+}  // namespace mvmm::devices::block

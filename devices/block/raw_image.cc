@@ -1,0 +1,170 @@
+#include "devices/block/raw_image.h"
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "base/mapping.h"
+
+namespace mvmm::devices::block {
+namespace {
+
+IoResult errno_result(int error = errno) {
+    return Unexpected{std::error_code(error, std::generic_category())};
+}
+
+template <class Call>
+int retry_on_eintr(Call call) {
+    int ret;
+    do {
+        ret = call();
+    } while (ret < 0 && errno == EINTR);
+    return ret;
+}
+
+// preadv/pwritev until every byte of `buffers` moved, at most kIovWindow pieces per call,
+// the iovecs on the stack: the request path allocates nothing.
+constexpr int kIovWindow = 64;
+using VectorIo = ssize_t (*)(int, const iovec*, int, off_t);
+IoResult transfer_all(VectorIo call, int fd, uint64_t offset, const GuestBuffers& buffers) {
+    uint64_t moved = 0;
+    while (moved < buffers.size()) {
+        std::array<iovec, kIovWindow> iov;  // only the entries filled below are read
+        int count = 0;
+        for (const GuestBuffers::Part piece : buffers.slice(moved, buffers.size())) {
+            iov[count++] = piece.as_iovec();
+            if (count == kIovWindow) break;
+        }
+        const ssize_t done = call(fd, iov.data(), count, static_cast<off_t>(offset + moved));
+        if (done < 0 && errno == EINTR) continue;
+        if (done < 0) return errno_result();
+        if (done == 0) return errno_result(EIO);  // the image shrank under us
+        moved += static_cast<uint64_t>(done);
+    }
+    return Ok{};
+}
+
+// Zeroes to write where the host cannot zero a range itself: 1 MiB of a read-only anonymous
+// mapping, which reads as the kernel's zero page (no memory) and cannot be written by mistake.
+// Made by the first writable image, at set-up.
+GuestBuffers::Part zero_source() {
+    static const Mapping zeroes = [] {
+        constexpr size_t kBytes = 1 << 20;
+        void* at = ::mmap(nullptr, kBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (at == MAP_FAILED) throw_errno("mapping zeroes for write-zeroes");
+        return Mapping(at, kBytes);
+    }();
+    return GuestBuffers::Part(zeroes.bytes());
+}
+
+bool unsupported(int error) {
+    return error == EOPNOTSUPP || error == ENOSYS || error == ENODEV || error == EINVAL;
+}
+
+[[noreturn]] void fail_open(const std::string& path, const std::string& why) {
+    throw ImageError("disk image " + path + ": " + why);
+}
+
+uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
+    if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+    uint64_t size = 0;
+    if (::ioctl(fd, BLKGETSIZE64, &size) != 0)
+        fail_open(path, std::string("cannot get the block device size: ") + std::strerror(errno));
+    return size;
+}
+
+}  // namespace
+
+RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only)
+    : path_(std::move(path)), fd_(std::move(fd)), size_(size), read_only_(read_only) {}
+
+std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro) {
+    // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
+    Fd fd(::open(path.c_str(), (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    if (!fd.valid()) {
+        const int error = errno;
+        std::string why = std::string("cannot open ") + (ro ? "read-only" : "read-write") + ": " +
+                          std::strerror(error);
+        if (!ro && (error == EACCES || error == EROFS || error == EPERM))
+            why += " (add readonly=on to attach it read-only)";
+        fail_open(path, why);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) fail_open(path, std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) fail_open(path, "is a directory, not a disk image");
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+        fail_open(path, "is neither a regular file nor a block device");
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+        fail_open(path, std::strerror(errno));
+
+    const uint64_t size = image_size(fd.get(), st, path);
+    if (size % kImageBlockSize != 0)
+        fail_open(path, "is " + std::to_string(size) +
+                            " bytes, not a multiple of 512; round it up with: truncate -s %512 " +
+                            path);
+    if (::flock(fd.get(), (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
+        fail_open(path, errno == EWOULDBLOCK
+                            ? "is in use (given twice, or locked by another process)"
+                            : std::string("cannot lock: ") + std::strerror(errno));
+    if (!ro) zero_source();  // now, not on an I/O thread
+    return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro);
+}
+
+RawImage::~RawImage() {
+    if (read_only_) return;
+    if (auto flushed = flush(); !flushed)
+        spdlog::error("{}: flush at close failed: {}", path_, flushed.error().message());
+}
+
+IoResult RawImage::read(uint64_t offset, const GuestBuffers& into) const {
+    return transfer_all(::preadv, fd_.get(), offset, into);
+}
+
+IoResult RawImage::write(uint64_t offset, const GuestBuffers& from) const {
+    return transfer_all(::pwritev, fd_.get(), offset, from);
+}
+
+IoResult RawImage::flush() {
+    if (flush_failed_.load()) return errno_result(EIO);
+    if (::fdatasync(fd_.get()) != 0) {
+        const int error = errno;
+        flush_failed_.store(true);
+        return errno_result(error);
+    }
+    return Ok{};
+}
+
+IoResult RawImage::discard(uint64_t offset, uint64_t length) const {
+    const int ret = retry_on_eintr([&] {
+        return ::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+    });
+    if (ret != 0 && !unsupported(errno)) return errno_result();
+    return Ok{};
+}
+
+IoResult RawImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unmap) const {
+    auto zero_with = [&](int mode) {
+        return retry_on_eintr([&] { return ::fallocate(fd_.get(), mode, offset, length); });
+    };
+    // A punched hole reads back as zeroes (on block devices too: the kernel zeroes it).
+    if (may_unmap && zero_with(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) == 0) return Ok{};
+    if (zero_with(FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE) == 0) return Ok{};
+    if (!unsupported(errno)) return errno_result();
+
+    // No fallocate zeroing on this host filesystem (tmpfs, NFS...): write zeroes.
+    return write_repeated(offset, length, zero_source());
+}
+
+}  // namespace mvmm::devices::block
