@@ -64,8 +64,9 @@ def test_short_matrix_and_the_gate_on_its_boots():
 
 def noise(*args, into):
     """mvmmtools.bench.tests.noise's document rewrites (repeat, delay), written to `into`."""
-    into.write_text(subprocess.run([sys.executable, "-m", "mvmmtools.bench.tests.noise", *args], capture_output=True,
-                                   text=True, check=True).stdout)
+    p = subprocess.run([sys.executable, "-m", "mvmmtools.bench.tests.noise", *args], capture_output=True, text=True)
+    expect(p.returncode == 0, f"noise {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    into.write_text(p.stdout)
     return str(into)
 
 

@@ -149,7 +149,20 @@ def bad_lines(tmp):
         (k + ["--scsi-controller", "id=c0,queues=65"], "queues=65"),
         (k + ["--scsi-controller", "id=c0,queue-size=3"], "queue-size=3"),
         (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",queue-size=64"), "queue-size=64"),
-        (k + ["--scsi-controller", "id=c0", "--empty-root-ports", "248"], "--empty-root-ports"),
+        (k + ["--scsi-controller", "id=c0", "--root-ports", "248"], "--root-ports"),
+        (k + ["--scsi-controller", "id=c0", "--empty-root-ports", "248"], "--root-ports"),  # the old name
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",target=256"), "target=256"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",target=x"), "target=x"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(2, ",target=7,lun=2"), "target 7 has LUN 2"),
+        (k + ["--disk", f"path={tmp}/disk.img,target=1"], "needs controller="),
+        # block sizes, for blk and scsi alike
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=1024"], "logical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=8192"], "logical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=4096,physical-block-size=512"],
+         "physical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,physical-block-size=3000"], "physical-block-size"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",physical-block-size=131072"),
+         "physical-block-size"),
     ]
 
 

@@ -55,6 +55,7 @@ class Run:
     # In the test host, only what mvmm flushed reaches the disk_images' files (see FLUSHED_ONLY). Directly on
     # this host the page cache shows unflushed writes in the files anyway: there a flush cannot be seen.
     flushed_only: bool = False
+    run_timeout: int = None  # s mvmm may run in the test host before it is killed as hung (default RUN_TIMEOUT)
     code: int = None
     output: str = ""
 
@@ -136,7 +137,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = f'timeout -s KILL {RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
+        command = f'timeout -s KILL {r.run_timeout or RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
@@ -165,7 +166,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
             raise Hang(f"run {i} did not finish in the test host (exit {code}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
         if r.code == KILLED:
-            raise Hang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
+            raise Hang(f"run {i} made no progress for {r.run_timeout or RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)

@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "devices/block/qcow2/file_io.h"
 #include "devices/block/disk_image.h"
+#include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/qcow2_image.h"
 
 namespace {
@@ -43,8 +43,8 @@ void shell(const std::string& command) {
 
 // Reads `count` requests of `size` bytes from `image` on `threads` threads: sequential over the
 // disk or at random 4 KiB-aligned offsets.  Returns seconds.
-double run_reads(const block::DiskImage& image, uint64_t disk, uint64_t size, uint64_t count, bool random,
-                 int threads) {
+double run_reads(const block::DiskImage& image, uint64_t disk, uint64_t size, uint64_t count,
+                 bool random, int threads) {
     std::atomic<bool> failed{false};
     const auto start = Clock::now();
     std::vector<std::thread> workers;

@@ -56,6 +56,7 @@ struct Sample {
     std::string device, mode, workload;
     unsigned rep = 0;
     uint64_t requests = 0;
+    uint64_t io_thread_requests = 0;  // what the allocation counts see (DriverRequests)
     double seconds = 0, iops = 0, mib_per_s = 0;
     double cpu_ns = 0, io_cpu_ns = 0, allocations = 0, kicks = 0, interrupts = 0;  // per request
     uint64_t io_allocations = 0;  // the I/O threads' heap allocations in the measured window
@@ -162,6 +163,7 @@ Sample run_once(const Options& options, const PatternImage& image, const std::st
     s.workload = workload;
     s.rep = rep;
     s.requests = load.requests;
+    s.io_thread_requests = load.io_thread_requests;
     const auto counted0 = counted_allocations(stats0), counted1 = counted_allocations(stats1);
     if (counted0 && counted1) s.device_allocations = *counted1 - *counted0;
     for (const auto& queue : stats1.queues) {
@@ -270,14 +272,14 @@ void cache_rss(uint64_t used) {
 int check_short(const std::vector<Sample>& samples) {
     int failures = 0;
     for (const auto& s : samples) {
-        const uint64_t expected = s.mode == "pool" ? 0 : s.requests;
+        const uint64_t expected = s.mode == "pool" ? 0 : s.io_thread_requests;
         auto check = [&](const char* counter, std::optional<uint64_t> counted) {
             if (counted == expected) return;
             std::printf(
                 "FAIL: %s %s %s: %s heap allocations for %lu requests by %s, expected %lu\n",
                 s.device.c_str(), s.workload.c_str(), s.mode.c_str(),
                 counted ? std::to_string(*counted).c_str() : "no count of",
-                static_cast<unsigned long>(s.requests), counter,
+                static_cast<unsigned long>(s.io_thread_requests), counter,
                 static_cast<unsigned long>(expected));
             ++failures;
         };

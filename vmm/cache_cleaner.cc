@@ -1,6 +1,6 @@
 #include "vmm/cache_cleaner.h"
 
-#include <algorithm>
+#include <boost/asio/post.hpp>
 
 namespace mvmm {
 
@@ -17,19 +17,30 @@ std::chrono::seconds cache_clean_period(const DiskOptions& disks) {
     return shortest;
 }
 
-CacheCleaner::CacheCleaner(boost::asio::io_context& io,
-                           std::vector<devices::block::DiskImage*> images,
+CacheCleaner::CacheCleaner(boost::asio::io_context& io, ImageVisitor visit,
                            std::chrono::seconds period)
-    : timer_(io), images_(std::move(images)), period_(period) {
-    if (period_.count() > 0 && !images_.empty()) arm();
+    : strand_(boost::asio::make_strand(io)),
+      timer_(strand_),
+      visit_(std::move(visit)),
+      period_(period) {
+    if (period_.count() > 0) arm();
+}
+
+void CacheCleaner::clean_at_least_every(std::chrono::seconds interval) {
+    if (interval.count() <= 0) return;
+    boost::asio::post(strand_, [this, interval] {
+        if (period_.count() > 0 && period_ <= interval) return;
+        period_ = interval;
+        arm();  // cancels the wait for the longer period
+    });
 }
 
 void CacheCleaner::arm() {
     timer_.expires_after(period_);
     timer_.async_wait([this](const boost::system::error_code& error) {
-        if (error) return;  // cancelled: the cleaner is going
+        if (error) return;  // cancelled: the cleaner is going, or the period changed
         const auto now = std::chrono::steady_clock::now();
-        for (auto* image : images_) image->clean_idle(now);
+        visit_([now](devices::block::DiskImage& image) { image.clean_idle(now); });
         arm();
     });
 }

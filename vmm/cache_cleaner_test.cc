@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <vector>
 
 #include "vmm/io_threads.h"
 
@@ -18,6 +19,7 @@ class CountingImage final : public block::DiskImage {
     const std::string& path() const noexcept override { return path_; }
     block::ImageFormat format() const noexcept override { return block::ImageFormat::Qcow2; }
     uint64_t size() const noexcept override { return 0; }
+    uint64_t reread_size(uint64_t) override { return 0; }
     bool read_only() const noexcept override { return true; }
     block::IoResult read(uint64_t, const GuestBuffers&) const override { return Ok{}; }
     block::IoResult write(uint64_t, const GuestBuffers&) const override { return Ok{}; }
@@ -36,15 +38,39 @@ class CountingImage final : public block::DiskImage {
     std::string path_ = "counting";
 };
 
+// Visits the images it holds, as the machine's hot-plug registry does.
+ImageVisitor visiting(std::vector<block::DiskImage*> images) {
+    return [images = std::move(images)](const auto& clean) {
+        for (auto* image : images) clean(*image);
+    };
+}
+
 TEST(CacheCleaner, AsksEveryImageAgainAndAgain) {
     IoThreads io;
     CountingImage a, b;
     io.start(2);
     {
-        CacheCleaner cleaner(io.context(), {&a, &b}, 1s);
+        CacheCleaner cleaner(io.context(), visiting({&a, &b}), 1s);
         EXPECT_EQ(a.second_call.get_future().wait_for(60s), std::future_status::ready);
         EXPECT_EQ(b.second_call.get_future().wait_for(60s), std::future_status::ready);
         io.stop();  // before the cleaner goes
+    }
+}
+
+TEST(CacheCleaner, AnAddedIntervalStartsAnIdleCleanerOrShortensItsPeriod) {
+    IoThreads io;
+    CountingImage idle, slow;
+    io.start(2);
+    {
+        CacheCleaner never(io.context(), visiting({&idle}), 0s);
+        CacheCleaner hourly(io.context(), visiting({&slow}), 3600s);
+        never.clean_at_least_every(0s);      // no interval: still idle
+        never.clean_at_least_every(1s);      // a hot-added disk with cache-clean-interval=1
+        hourly.clean_at_least_every(7200s);  // longer: changes nothing
+        hourly.clean_at_least_every(1s);
+        EXPECT_EQ(idle.second_call.get_future().wait_for(60s), std::future_status::ready);
+        EXPECT_EQ(slow.second_call.get_future().wait_for(60s), std::future_status::ready);
+        io.stop();
     }
 }
 

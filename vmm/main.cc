@@ -17,7 +17,6 @@
 #include "vmm/cli/validate.h"
 #include "vmm/disks.h"
 #include "vmm/exit_code.h"
-#include "vmm/cache_cleaner.h"
 #include "vmm/io_threads.h"
 #include "vmm/kvm/host_check.h"
 #include "vmm/machine.h"
@@ -59,11 +58,8 @@ class Run {
         rcu::set_trim_policy(plan.config.trim);
         io.start(plan.config.io_threads ? plan.config.io_threads : IoThreads::default_count());
         const std::string api_socket = plan.config.api_socket;
-        const auto clean_period = cache_clean_period(plan.config.disks);
-        std::vector<devices::block::DiskImage*> images;
-        for (const Disk& disk : disks) images.insert(images.end(), disk.images.begin(), disk.images.end());
-        Machine machine(std::move(plan), std::move(disks), report_ ? &*report_ : nullptr);
-        const CacheCleaner cache_cleaner(io.context(), std::move(images), clean_period);
+        Machine machine(std::move(plan), std::move(disks), io.context(),
+                        report_ ? &*report_ : nullptr);
         std::optional<api::ApiServer> api;
         const IoThreadsStopper stop_io_first(io);  // before the socket server and the machine go
         stop_signals.on_signal([&machine](int signal) {

@@ -35,7 +35,12 @@ class DiskImage {
 
     virtual const std::string& path() const noexcept = 0;
     virtual ImageFormat format() const noexcept = 0;
-    virtual uint64_t size() const noexcept = 0;  // bytes, a multiple of kImageBlockSize
+    // Bytes, a multiple of kImageBlockSize; reread_size() may change it while I/O runs.
+    virtual uint64_t size() const noexcept = 0;
+    // Reads the image's size again, after the host grew or shrank it, and returns it; throws
+    // std::runtime_error (and keeps the old size) when it is not a positive multiple of
+    // `block_size` bytes.
+    virtual uint64_t reread_size(uint64_t block_size) = 0;
     virtual bool read_only() const noexcept = 0;
 
     // Whole transfers: anything less than the whole range is an error.

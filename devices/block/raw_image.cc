@@ -122,6 +122,18 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro) {
     return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro);
 }
 
+uint64_t RawImage::reread_size(uint64_t block_size) {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) fail_open(path_, std::strerror(errno));
+    const uint64_t size = image_size(fd_.get(), st, path_);
+    if (size == 0 || size % block_size != 0)
+        fail_open(path_, "is now " + std::to_string(size) + " bytes, not a positive multiple of " +
+                             std::to_string(block_size) + "; the disk keeps " +
+                             std::to_string(size_.load()) + " bytes");
+    size_.store(size);
+    return size;
+}
+
 RawImage::~RawImage() {
     if (read_only_) return;
     if (auto flushed = flush(); !flushed)

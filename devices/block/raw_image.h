@@ -27,7 +27,9 @@ class RawImage final : public DiskImage {
 
     const std::string& path() const noexcept override { return path_; }
     ImageFormat format() const noexcept override { return ImageFormat::Raw; }
-    uint64_t size() const noexcept override { return size_; }
+    uint64_t size() const noexcept override { return size_.load(); }
+    // fstat (or the block device's size) again.
+    uint64_t reread_size(uint64_t block_size) override;
     bool read_only() const noexcept override { return read_only_; }
 
     // preadv/pwritev; short transfers and EINTR are retried.
@@ -44,7 +46,7 @@ class RawImage final : public DiskImage {
   private:
     std::string path_;
     Fd fd_;
-    uint64_t size_;
+    std::atomic<uint64_t> size_;
     bool read_only_;
     std::atomic<bool> flush_failed_{false};
 };

@@ -133,8 +133,12 @@ void PciLayout::validate() const {
 }
 
 PciHostBridge::PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace& pio,
-                             std::shared_ptr<IoHandler> reset_control)
-    : layout_((layout.validate(), layout)), mmio_(mmio), pio_(pio), root_(mmio, pio, "00") {
+                             Platform& platform, std::shared_ptr<IoHandler> reset_control)
+    : layout_((layout.validate(), layout)),
+      mmio_(mmio),
+      pio_(pio),
+      platform_(platform),
+      root_(mmio, pio, "00") {
     root_.attach(devfn(0, 0), std::make_shared<HostBridgeFunction>());
     ecam_region_ = mmio_.add(layout_.ecam_base, layout_.ecam_buses * kEcamBytesPerBus,
                              std::make_shared<EcamHandler>(*this), "pci ecam");
@@ -198,15 +202,76 @@ RootBusAddress PciHostBridge::add_empty_root_port() {
 }
 
 RootBusAddress PciHostBridge::add_root_port(std::shared_ptr<PciFunction> function) {
-    const RootBusAddress at = next_port_location();
-    auto port = std::make_shared<RootPort>(static_cast<uint8_t>(root_ports_ + 1));
+    RootBusAddress at = next_port_location();
+    at.port = static_cast<uint8_t>(ports_.size() + 1);
+    auto port = std::make_shared<RootPort>(at.port, platform_);
     PciBus& secondary = root_.attach_port(devfn(at.device, at.function), port);
     if (function) {
         secondary.attach(devfn(0, 0), std::move(function));
         port->set_slot_occupied();
     }
-    ++root_ports_;
+    ports_.push_back({port, &secondary});
+    port->set_release_handler([this, number = at.port] { release(ports_[number - 1]); });
     return at;
+}
+
+PciHostBridge::Port& PciHostBridge::port(uint8_t number) {
+    if (number == 0 || number > ports_.size())
+        throw std::runtime_error("no root port " + std::to_string(number));
+    return ports_[number - 1];
+}
+
+bool PciHostBridge::is_free(const Port& port) {
+    return !port.port->occupied() && port.port->power_indicator() == RootPort::Indicator::Off;
+}
+
+void PciHostBridge::set_unplug_handler(UnplugHandler handler) {
+    std::lock_guard lock(mutex_);
+    on_unplug_ = std::move(handler);
+}
+
+void PciHostBridge::plug(uint8_t number, std::shared_ptr<PciFunction> function) {
+    std::lock_guard lock(mutex_);
+    Port& target = port(number);
+    if (!is_free(target))
+        throw std::runtime_error(
+            "root port " + std::to_string(number) +
+            (target.port->occupied() ? " holds a device" : " is still being emptied by the guest"));
+    target.secondary->attach(devfn(0, 0), std::move(function));
+    target.port->insert_card();
+}
+
+void PciHostBridge::request_unplug(uint8_t number) {
+    std::lock_guard lock(mutex_);
+    Port& target = port(number);
+    if (!target.port->occupied())
+        throw std::runtime_error("root port " + std::to_string(number) + " is empty");
+    if (target.unplug_requested)
+        throw std::runtime_error("root port " + std::to_string(number) +
+                                 ": removal already requested, the guest has not released it yet");
+    if (!target.port->powered()) {
+        release(target);  // the guest never powered it on: nothing to wait for
+        return;
+    }
+    target.unplug_requested = true;
+    // A second press would cancel the first (pciehp): hence one request at a time.
+    target.port->press_attention_button();
+}
+
+void PciHostBridge::release(Port& target) {
+    auto function = target.secondary->detach(devfn(0, 0));
+    target.unplug_requested = false;
+    target.port->remove_card();
+    if (function && on_unplug_) on_unplug_(target.port->number(), std::move(function));
+}
+
+std::vector<SlotState> PciHostBridge::slots() const {
+    std::lock_guard lock(mutex_);
+    std::vector<SlotState> states;
+    for (const Port& p : ports_)
+        states.push_back({p.port->number(), p.port->occupied(), p.port->powered(),
+                          p.unplug_requested, is_free(p)});
+    return states;
 }
 
 void PciHostBridge::config_read(uint8_t bus, uint8_t devfn, uint16_t offset,

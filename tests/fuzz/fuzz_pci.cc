@@ -21,7 +21,7 @@
 #include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace {
 

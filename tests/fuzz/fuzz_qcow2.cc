@@ -13,10 +13,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/header.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "base/fd.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {

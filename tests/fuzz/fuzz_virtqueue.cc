@@ -13,7 +13,7 @@
 
 #include "devices/virtio/queue.h"
 #include "devices/virtio/test_queue_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace {
 

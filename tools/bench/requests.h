@@ -55,6 +55,9 @@ class DriverRequests {
     // sends requests on.
     virtual uint16_t device_queues(uint16_t request_queues) const = 0;
     virtual std::vector<uint16_t> loaded_queues(uint16_t request_queues) const = 0;
+    // Whether the I/O threads serve `queue`, so that the allocation hook and the device's
+    // statistics see its requests.
+    virtual bool on_io_threads(uint16_t) const { return true; }
     // How many kinds of request `queue` takes turns at (slot s sends kind s % kinds).
     virtual size_t kinds(uint16_t queue) const = 0;
 

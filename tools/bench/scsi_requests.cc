@@ -5,6 +5,7 @@
 #include <linux/virtio_scsi.h>
 
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,7 +24,7 @@ using Bytes = std::vector<uint8_t>;
 constexpr uint64_t kBlock = 512;
 constexpr uint64_t kPage = 4096;
 constexpr uint8_t kGood = 0x00, kCheckCondition = 0x02;
-constexpr uint8_t kIllegalRequest = 0x5;
+constexpr uint8_t kIllegalRequest = 0x5, kUnitAttention = 0x6, kMiscompare = 0xe;
 constexpr uint8_t kPending = 0xff;
 constexpr uint16_t kNoDisk = 7;  // a LUN number without a disk
 constexpr uint64_t kCdbAt = offsetof(virtio_scsi_cmd_req, cdb);
@@ -93,6 +94,24 @@ Bytes unmap_list(std::initializer_list<std::pair<uint64_t, uint32_t>> ranges) {
     return list;
 }
 
+// The first block of the image as the rig wrote it: writes only ever write the same pattern.
+Bytes first_block() {
+    Bytes block(kBlock);
+    for (uint64_t at = 0; at < kBlock; at += 8) {
+        const uint64_t word = pattern_word(at);  // in the image's (the host's) byte order
+        std::memcpy(block.data() + at, &word, sizeof word);
+    }
+    return block;
+}
+
+// The caching page with WCE set, as MODE SELECT(6) or (10) sends it: the setting it has.
+Bytes caching_page_parameters(bool ten) {
+    Bytes list(ten ? 8 : 4, 0);
+    list.insert(list.end(), {0x08, 0x12, 0x04});
+    list.resize(list.size() + 17, 0);
+    return list;
+}
+
 Command read(uint64_t bytes) {
     Bytes cdb{0x28, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     scsi::store_be(cdb, 7, bytes / kBlock, 2);
@@ -108,6 +127,8 @@ std::vector<Command> mixed_commands(uint64_t image_bytes) {
     write10.name = "WRITE(10)";
     write10.cdb[0] = 0x2a;
     write10.write = true;
+    Bytes write_same10{0x41, 0, 0, 0, 0, 0, 0, 0, 16, 0};
+    scsi::store_be(write_same10, 2, scratch + 1536, 4);
     std::vector<Command> commands{
         read(kPage),
         write10,
@@ -160,6 +181,35 @@ std::vector<Command> mixed_commands(uint64_t image_bytes) {
         {.name = "WRITE SAME(16), a pattern",
          .cdb = cdb16(0x93, 0, scratch + 1024, 64),
          .out = Bytes(kBlock, 0xa5)},
+        {.name = "WRITE SAME(10), a pattern", .cdb = write_same10, .out = Bytes(kBlock, 0x5a)},
+        {.name = "UNMAP without a parameter list", .cdb = {0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+        {.name = "VERIFY(10), medium only", .cdb = {0x2f, 0, 0, 0, 0, 0, 0, 0, 8, 0}},
+        {.name = "VERIFY(16), medium only", .cdb = cdb16(0x8f, 0, 0, 8)},
+        {.name = "VERIFY(10), compared",
+         .cdb = {0x2f, 0x02, 0, 0, 0, 0, 0, 0, 1, 0},
+         .out = first_block()},
+        {.name = "VERIFY(16), a miscompare",
+         .cdb = cdb16(0x8f, 0x02, 0, 1),
+         .out = Bytes(kBlock, 0xff),
+         .status = kCheckCondition,
+         .sense_key = kMiscompare},
+        {.name = "MODE SELECT(6), caching",
+         .cdb = {0x15, 0x10, 0, 0, 24, 0},
+         .out = caching_page_parameters(false)},
+        {.name = "MODE SELECT(10), caching",
+         .cdb = {0x55, 0x10, 0, 0, 0, 0, 0, 0, 28, 0},
+         .out = caching_page_parameters(true)},
+        {.name = "MODE SENSE(10), changeable caching",
+         .cdb = {0x5a, 0x08, 0x48, 0, 0, 0, 0, 0, 255, 0},
+         .in = 255,
+         .answer = {{8, 0x08}, {10, 0x04}}},
+        {.name = "REPORT SUPPORTED OPERATION CODES, all",
+         .cdb = {0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0},
+         .in = 1024},
+        {.name = "REPORT SUPPORTED OPERATION CODES, READ(10)",
+         .cdb = {0xa3, 0x0c, 0x01, 0x28, 0, 0, 0, 0, 0, 32, 0, 0},
+         .in = 32,
+         .answer = {{1, 0x03}, {3, 10}}},
         {.name = "an unknown opcode",
          .cdb = {0xff, 0, 0, 0, 0, 0},
          .status = kCheckCondition,
@@ -241,7 +291,7 @@ class ScsiRequests final : public DriverRequests {
         scsi::ControllerConfig config{
             .id = "bench",
             .request_queues = request_queues,
-            .luns = {{image, 0, workload_ != Workload::mixed, "request-bench", {}}},
+            .luns = {{image, 0, workload_ != Workload::mixed, "request-bench"}},
             .request_alloc = request_alloc};
         auto controller = std::make_unique<scsi::ScsiController>(config, io);
         const auto* counters = &controller->counters();
@@ -256,6 +306,11 @@ class ScsiRequests final : public DriverRequests {
         for (uint16_t q = 0; q < request_queues; ++q)
             queues.push_back(scsi::ScsiController::kFirstRequestQueue + q);
         return queues;
+    }
+    // The control queue has a thread of its own (a TMF waits there for the request queues),
+    // whose counters the device's statistics do not include yet.
+    bool on_io_threads(uint16_t queue) const override {
+        return queue != scsi::ScsiController::kControlQueue;
     }
     size_t kinds(uint16_t queue) const override {
         return queue == scsi::ScsiController::kControlQueue ? controls_.size() : commands_.size();
@@ -338,6 +393,14 @@ class ScsiRequests final : public DriverRequests {
         }
         const Command& command = commands_[slot.kind];
         const uint8_t response = byte(slot.response + kResponseAt);
+        // The control load's LUN resets and aborts (tag 0 is every command's) cancel the
+        // commands queued before them, and a reset leaves a unit attention that the next
+        // command reports instead of running, as the first one after power on does: answers
+        // the target gives, with nothing to check.
+        if (response == VIRTIO_SCSI_S_RESET || response == VIRTIO_SCSI_S_ABORTED) return;
+        if (response == VIRTIO_SCSI_S_OK && byte(slot.response + kStatusAt) == kCheckCondition &&
+            (byte(slot.response + kSenseAt + 2) & 0xf) == kUnitAttention)
+            return;
         if (response != command.response)
             wrong(command.name, "response " + std::to_string(response));
         if (response != VIRTIO_SCSI_S_OK) return;

@@ -338,8 +338,10 @@ LoadResult VirtioRig::run(uint64_t per_queue, const std::function<void()>& begin
     for (auto& error : errors)
         if (error) std::rethrow_exception(error);
     LoadResult total;
-    for (const auto& r : results) {
+    for (size_t i = 0; i < results.size(); ++i) {
+        const LoadResult& r = results[i];
         total.requests += r.requests;
+        if (requests_->on_io_threads(loaded[i])) total.io_thread_requests += r.requests;
         total.kicks += r.kicks;
         total.interrupts += r.interrupts;
     }

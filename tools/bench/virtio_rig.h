@@ -69,8 +69,9 @@ class EventFdPlatform : public devices::Platform {
 
 struct LoadResult {
     uint64_t requests = 0;
-    uint64_t kicks = 0;       // notify writes the driver made
-    uint64_t interrupts = 0;  // times the driver slept until an interrupt
+    uint64_t io_thread_requests = 0;  // of them, on queues the I/O threads serve
+    uint64_t kicks = 0;               // notify writes the driver made
+    uint64_t interrupts = 0;          // times the driver slept until an interrupt
 };
 
 class VirtioRig {

@@ -41,17 +41,18 @@ void add_guest_options(CLI::App& app, Config& config, RawOptions& raw) {
 
 void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
-                   "a virtio-blk disk: path=FILE[,format=raw|qcow2][,readonly=on][,serial=S]"
-                   "[,queues=N][,queue-size=N][,bus=rootport|root], or a LUN of a SCSI "
-                   "controller: path=FILE,controller=ID[,lun=N][,format=raw|qcow2][,readonly=on]"
-                   "[,serial=S]; qcow2 images also take [,l2-cache-size=SIZE]"
-                   "[,refcount-cache-size=SIZE][,cache-clean-interval=SEC] (QEMU's; a bare SIZE "
-                   "is bytes); repeatable");
+                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
+                   "[,queue-size=N][,bus=rootport|root], or a LUN of a SCSI controller: "
+                   "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
+                   "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
+                   " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"
+                   "[,cache-clean-interval=SEC] (QEMU's; a bare SIZE is bytes); repeatable");
     app.add_option("--scsi-controller", raw.scsi_controllers,
                    "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
                    "[,bus=rootport|root]; repeatable");
-    app.add_option("--empty-root-ports", config.empty_root_ports,
-                   "PCIe root ports with nothing behind them")
+    app.add_option("--root-ports,--empty-root-ports", config.empty_root_ports,
+                   "PCIe root ports with an empty hot-pluggable slot, for add-disk "
+                   "(--empty-root-ports is the old name)")
         ->check(CLI::Range(0u, 248u));
     app.add_option("--request-alloc", raw.request_alloc,
                    "where disk requests in flight live: pool, malloc or calloc")

@@ -224,12 +224,15 @@ TEST_F(Validate, EmptyRootPortsCountAsRootPorts) {
     config.empty_root_ports = 247;
     EXPECT_NO_THROW(validate(config));
     config.empty_root_ports = 248;
-    expect_usage_error([&] { validate(config); }, "--empty-root-ports");
+    expect_usage_error([&] { validate(config); }, "--root-ports");
+    expect_usage_error([] { parse({"--kernel", "k", "--root-ports", "249"}); }, "--root-ports");
+    // The old name still works.
+    EXPECT_EQ(parse({"--kernel", "k", "--empty-root-ports", "7"}).empty_root_ports, 7u);
     expect_usage_error(
         [] {
             parse({"--kernel", "k", "--empty-root-ports", "249"});
         },
-        "--empty-root-ports");
+        "--root-ports");
 }
 
 TEST_F(Validate, AnInitrdThatCannotBePlacedIsAUsageError) {

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "devices/block/disk_image.h"
+#include "devices/virtio/block_size.h"
 #include "vmm/cli/option_parser.h"
 
 namespace mvmm {
@@ -43,15 +45,27 @@ uint16_t queue_size(const OptionParser& parser) {
             .value_or(virtio::kDefaultQueueSize));
 }
 
+// logical-block-size= and physical-block-size=, checked as the devices check them.
+virtio::BlockSizes block_sizes(const OptionParser& parser) {
+    const auto logical = parser.number("logical-block-size", 512, 4096).value_or(512);
+    const auto physical = parser.number("physical-block-size", 512, 65536).value_or(0);
+    try {
+        return virtio::checked_block_sizes(uint32_t(logical), uint32_t(physical));
+    } catch (const std::invalid_argument& e) {
+        parser.fail(e.what());
+    }
+}
+
 // format=raw|qcow2 (without it the image's header decides) and qcow2's cache keys, with QEMU's
 // names, defaults and units (a bare size is bytes).
 devices::block::ImageOptions image_options(const OptionParser& parser) {
     using devices::block::ImageFormat;
     devices::block::ImageOptions options;
-    options.format = parser.choice("format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}},
-                                   ImageFormat::Auto);
+    options.format = parser.choice(
+        "format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}}, ImageFormat::Auto);
     auto& qcow2 = options.qcow2;
-    qcow2.l2_cache_size = parser.size("l2-cache-size", SizeUnit::Bytes).value_or(qcow2.l2_cache_size);
+    qcow2.l2_cache_size =
+        parser.size("l2-cache-size", SizeUnit::Bytes).value_or(qcow2.l2_cache_size);
     qcow2.refcount_cache_size =
         parser.size("refcount-cache-size", SizeUnit::Bytes).value_or(qcow2.refcount_cache_size);
     if (const auto seconds = parser.number("cache-clean-interval", 0, UINT32_MAX))
@@ -63,7 +77,8 @@ devices::block::ImageOptions image_options(const OptionParser& parser) {
 }
 
 blk::DiskConfig blk_disk(const OptionParser& parser) {
-    if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
+    for (const char* key : {"lun", "target"})
+        if (parser.has(key)) parser.fail(key, "a SCSI address needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
     config.image = image_options(parser);
@@ -72,6 +87,9 @@ blk::DiskConfig blk_disk(const OptionParser& parser) {
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
     config.queue_size = queue_size(parser);
     config.bus = pci_bus(parser);
+    const auto sizes = block_sizes(parser);
+    config.logical_block_size = sizes.logical;
+    config.physical_block_size = sizes.physical;
     return config;
 }
 
@@ -84,22 +102,26 @@ const scsi::LunConfig* lun_with_serial(const std::vector<ScsiControllerOption>& 
     return nullptr;
 }
 
-// lun=N, else the lowest number no LUN of `controller` has.
-uint16_t lun_number(const OptionParser& parser, const ScsiControllerOption& controller) {
+// lun=N, else the lowest number no LUN of `target` on `controller` has.
+uint16_t lun_number(const OptionParser& parser, const ScsiControllerOption& controller,
+                    uint8_t target) {
     const auto& luns = controller.controller.luns;
     const auto holder = [&](uint64_t number) {
-        return std::ranges::find(luns, number, &scsi::LunConfig::lun);
+        return std::ranges::find_if(luns, [&](const scsi::LunConfig& lun) {
+            return lun.target == target && lun.lun == number;
+        });
     };
-    const std::string& id = controller.controller.id;
+    const std::string where =
+        "controller " + controller.controller.id + " target " + std::to_string(target);
     if (const auto number = parser.number("lun", 0, scsi::kMaxLun)) {
         if (const auto taken = holder(*number); taken != luns.end())
-            parser.fail("lun", "controller " + id + " has LUN " + std::to_string(*number) +
+            parser.fail("lun", where + " has LUN " + std::to_string(*number) +
                                    " already (path=" + taken->path + ")");
         return static_cast<uint16_t>(*number);
     }
     for (uint16_t number = 0; number <= scsi::kMaxLun; ++number)
         if (holder(number) == luns.end()) return number;
-    parser.fail("controller", "controller " + id + " has no free LUN number");
+    parser.fail("controller", where + " has no free LUN number");
 }
 
 void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& controllers) {
@@ -119,7 +141,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
         serial(parser, scsi::kMaxSerialBytes)
             .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
-    lun.lun = lun_number(parser, *controller);
+    lun.target = static_cast<uint8_t>(parser.number("target", 0, scsi::kMaxTarget).value_or(0));
+    lun.lun = lun_number(parser, *controller, lun.target);
+    const auto sizes = block_sizes(parser);
+    lun.logical_block_size = sizes.logical;
+    lun.physical_block_size = sizes.physical;
     // /dev/disk/by-id names come from the serial: two LUNs with one would share them.
     if (const auto* twin = lun_with_serial(controllers, lun.serial))
         parser.fail("serial " + lun.serial + " is the serial of path=" + twin->path +
@@ -150,10 +176,11 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
     return option;
 }
 
-void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk", {"path", "format", "readonly", "serial", "queues", "queue-size",
-                                   "bus", "controller", "lun", "l2-cache-size",
-                                   "refcount-cache-size", "cache-clean-interval"});
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
+    OptionParser parser(std::move(flag),
+                        {"path", "format", "readonly", "serial", "queues", "queue-size", "bus",
+                         "controller", "target", "lun", "logical-block-size", "physical-block-size",
+                         "l2-cache-size", "refcount-cache-size", "cache-clean-interval"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

@@ -2,6 +2,7 @@
 // and mem/ take (one OptionParser for all of them).  Each throws UsageError, one line.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,7 +33,8 @@ struct DiskOptions {
 // virtio-blk disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
 // controller ID in `disks` (the lowest LUN number free so far without lun=).  An unknown
 // controller, a LUN number taken or past the limit, or a serial another LUN has is an error.
-void add_disk_option(std::string_view text, DiskOptions& disks);
+// `flag` names the option in messages (the management socket's add-disk says "add-disk").
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag = "--disk");
 
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]
 // [,prealloc-threads=N][,prealloc-method=touch|populate][,host-node=N]

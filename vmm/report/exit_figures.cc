@@ -44,7 +44,8 @@ nlohmann::json trim_json(const rcu::TrimStats& trim) {
             {"policy", rcu::to_string(trim.config.policy)},
             {"factor", trim.config.factor},
             {"by_policy", by_policy},
-            {"on_demand", api::to_json(trim.on_demand)}};
+            {"on_demand", api::to_json(trim.on_demand)},
+            {"policy_changes", api::to_json(trim.recent_changes)}};
 }
 
 nlohmann::json address_space_json(const AddressSpaceStats& stats) {

@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
-#include "devices/block/qcow2/options.h"
 #include "base/mapping.h"
+#include "devices/block/qcow2/options.h"
 
 namespace mvmm::devices::block::qcow2 {
 

@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "base/fd.h"
+#include "base/mapping.h"
 #include "devices/block/cache_stats.h"
 #include "devices/block/qcow2/backing.h"
 #include "devices/block/qcow2/cluster_map.h"
@@ -23,8 +25,6 @@
 #include "devices/block/qcow2/options.h"
 #include "devices/block/qcow2/refcounts.h"
 #include "devices/block/qcow2/table_cache.h"
-#include "base/fd.h"
-#include "base/mapping.h"
 
 namespace mvmm::devices::block::qcow2 {
 

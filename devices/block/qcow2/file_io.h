@@ -7,8 +7,8 @@
 #include <span>
 #include <system_error>
 
-#include "mem/guest_buffers.h"
 #include "base/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::block::qcow2 {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "devices/block/qcow2/format.h"
 #include "base/result.h"
+#include "devices/block/qcow2/format.h"
 
 namespace mvmm::devices::block::qcow2 {
 

@@ -222,7 +222,8 @@ TEST_F(Qcow2ImageTest, AReadOnlyImageRefusesChanges) {
 TEST_F(Qcow2ImageTest, SizesTheCachesAsQemuDoes) {
     // The L2 cache covers the whole disk up to l2_cache_size; the refcount cache four clusters.
     const std::string small = create("small.qcow2", "cluster_size=65536", 1ull << 30);
-    EXPECT_EQ(Qcow2Image::open(small, true)->cache_stats().l2.capacity, 2u);  // 128 KiB of L2 entries
+    EXPECT_EQ(Qcow2Image::open(small, true)->cache_stats().l2.capacity,
+              2u);  // 128 KiB of L2 entries
     const std::string medium = create("medium.qcow2", "cluster_size=65536", 100ull << 30);
     EXPECT_EQ(Qcow2Image::open(medium, true)->cache_stats().l2.capacity, 200u);  // 12.5 MiB
     const std::string big = create("big.qcow2", "cluster_size=65536", 1ull << 40);

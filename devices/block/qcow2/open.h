@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "base/fd.h"
 #include "devices/block/qcow2/backing.h"
 #include "devices/block/qcow2/engine.h"
 #include "devices/block/qcow2/options.h"
-#include "base/fd.h"
 
 namespace mvmm::devices::block::qcow2 {
 

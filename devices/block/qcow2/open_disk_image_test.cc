@@ -46,6 +46,15 @@ TEST_F(OpenDiskImageTest, TheMagicPicksQcow2) {
     EXPECT_GT(image->cache_stats().l2.capacity, 0u);
 }
 
+TEST_F(OpenDiskImageTest, ResizeIsRefusedAndTheSizeStays) {
+    const std::string path = qcow2_image();
+    const auto image = open_disk_image(path, false);
+    must("truncate -s 16M " + path);  // the file grows; the header's size does not
+    EXPECT_THAT([&] { image->reread_size(512); },
+                ::testing::ThrowsMessage<std::runtime_error>(HasSubstr("not supported")));
+    EXPECT_EQ(image->size(), 4u << 20);
+}
+
 TEST_F(OpenDiskImageTest, RawHasNoCaches) {
     const auto image = open_disk_image(raw_image(), true);
     EXPECT_EQ(image->format(), ImageFormat::Raw);

@@ -1,5 +1,7 @@
 #include "devices/block/qcow2/qcow2_image.h"
 
+#include <stdexcept>
+
 #include <spdlog/spdlog.h>
 
 #include "devices/block/qcow2/open.h"
@@ -26,6 +28,12 @@ Qcow2Image::~Qcow2Image() {
     if (read_only_) return;
     if (auto flushed = flush(); !flushed)
         spdlog::error("{}: flush at close failed: {}", path_, flushed.error().message());
+}
+
+uint64_t Qcow2Image::reread_size(uint64_t /*block_size*/) {
+    throw std::runtime_error(path_ +
+                             ": a qcow2 image's size is in its header, not the file's "
+                             "length; resizing a qcow2 disk is not supported");
 }
 
 IoResult Qcow2Image::read(uint64_t offset, const GuestBuffers& into) const {

@@ -34,6 +34,9 @@ class Qcow2Image final : public DiskImage {
     const std::string& path() const noexcept override { return path_; }
     ImageFormat format() const noexcept override { return ImageFormat::Qcow2; }
     uint64_t size() const noexcept override { return size_; }
+    // The size is the header's, which only this process writes while the image is open: a
+    // resize of the file changes nothing the guest sees.  Throws std::runtime_error saying so.
+    uint64_t reread_size(uint64_t block_size) override;
     bool read_only() const noexcept override { return read_only_; }
 
     // Whole transfers.  A corrupt table entry met on the way is EIO for that request only.

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "base/fd.h"
 
 namespace mvmm::devices::block::qcow2::testing {
 

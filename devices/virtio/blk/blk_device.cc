@@ -3,7 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 namespace mvmm::devices::virtio::blk {
@@ -72,13 +75,14 @@ uint64_t offered_features(const DiskConfig& config) {
     return features;
 }
 
-std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues,
-                                       uint16_t queue_size) {
+std::vector<uint8_t> make_config_space(const DiskInfo& info, const BlockSizes& sizes,
+                                       uint16_t num_queues, uint16_t queue_size) {
     const ConfigSpace config{
         .capacity = info.capacity_sectors,
         .seg_max = queue_size - 2u,  // a chain also holds the header and the status
-        .blk_size = kSectorSize,
-        .min_io_size = 1,
+        .blk_size = sizes.logical,
+        .physical_block_exp = sizes.physical_exponent(),
+        .min_io_size = 1,  // in logical blocks
         .num_queues = num_queues,
         .max_discard_sectors = info.max_discard_sectors,
         .max_discard_seg = info.max_discard_segments,
@@ -91,10 +95,15 @@ std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues
     return std::vector<uint8_t>(bytes, bytes + sizeof config);
 }
 
+BlockSizes checked_sizes(const DiskConfig& config) {
+    return checked_block_sizes(config.logical_block_size, config.physical_block_size);
+}
+
 }  // namespace
 
 BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
     : image(block::open_disk_image(config.path, config.read_only, config.image)),
+      sizes(checked_sizes(config)),
       serial(disk_serial(config)),
       info{.capacity_sectors = image->size() / kSectorSize,
            .read_only = config.read_only,
@@ -102,16 +111,21 @@ BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
            .max_discard_segments = kMaxDiscardSegments,
            .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
            .max_write_zeroes_segments = kMaxWriteZeroesSegments},
-      counters_(counters) {}
+      capacity_sectors(info.capacity_sectors),
+      counters_(counters) {
+    check_image_fits(config.path, image->size(), sizes);
+}
 
 uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
     Status status = Status::Ok;
-    auto request = parse(chain, info);
+    DiskInfo disk = info;
+    disk.capacity_sectors = capacity_sectors.load();  // resize_from_image() may change it
+    auto request = parse(chain, disk);
     if (!request) {
         ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), to_string(request.error()));
-        if (request.error() == BlkError::NoStatusByte) return 0;
-        status = status_for(request.error());
+        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), request.error().what);
+        if (request.error() == blk_error::kNoStatusByte) return 0;
+        status = request.error().status;
     } else if (auto done = execute(*request, *image, serial, write_through); !done) {
         ++counters_.io_errors;
         spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
@@ -129,11 +143,24 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-blk")),
-      config_space_(make_config_space(requests_.info, num_queues_, queue_size_)),
+      config_space_(make_config_space(requests_.info, requests_.sizes, num_queues_, queue_size_)),
       workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
-    read_config_space(config_space_, offset, data);
+    std::array<uint8_t, sizeof(ConfigSpace)> config;
+    std::ranges::copy(config_space_, config.begin());
+    const uint64_t capacity = requests_.capacity_sectors.load();
+    std::memcpy(config.data() + offsetof(ConfigSpace, capacity), &capacity, sizeof capacity);
+    read_config_space(config, offset, data);
+}
+
+uint64_t BlkDevice::resize_from_image() {
+    const uint64_t bytes = requests_.image->reread_size(requests_.sizes.logical);
+    if (requests_.capacity_sectors.exchange(bytes / kSectorSize) == bytes / kSectorSize)
+        return bytes;
+    std::lock_guard lock(interrupt_mutex_);
+    if (interrupt_) interrupt_->notify_config();  // virtio 1.2, 5.2.2: the capacity changed
+    return bytes;
 }
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {
@@ -146,11 +173,19 @@ bool BlkDevice::activate(ActivateContext context) {
     workers_.stop();
     // Without FLUSH negotiated, a completed write must already be stable (virtio 1.2, 5.2.6.2).
     requests_.write_through = !(context.features & kFeatureFlush);
+    {
+        std::lock_guard lock(interrupt_mutex_);
+        interrupt_ = &context.interrupt;
+    }
     return workers_.start(context, num_queues_, queue_size_,
                           [this](uint16_t) -> RequestHandler* { return &requests_; });
 }
 
 void BlkDevice::reset() {
+    {
+        std::lock_guard lock(interrupt_mutex_);
+        interrupt_ = nullptr;
+    }
     workers_.stop();
     counters_.needs_reset.store(false);
 }

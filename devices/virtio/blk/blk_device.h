@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/blk/io.h"
 #include "devices/virtio/blk/request.h"
+#include "devices/virtio/block_size.h"
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/virtio_device.h"
 
@@ -49,9 +51,15 @@ class BlkDevice final : public Device {
     bool needs_reset() const override { return counters_.needs_reset.load(); }
 
     const BlkCounters& counters() const noexcept { return counters_; }
-    const DiskInfo& disk_info() const noexcept { return requests_.info; }
+    const DiskInfo& disk_info() const noexcept { return requests_.info; }  // as opened
     // For its owner's figures and idle-cache cleaning, whatever the format.
     block::DiskImage& image() const noexcept { return *requests_.image; }
+
+    // Re-reads the image's size (the host grew or shrank it) and, when it changed, gives the
+    // driver the new capacity with a config change interrupt.  Returns the size in bytes;
+    // throws std::runtime_error (keeping the old size) when it is not whole logical blocks.
+    // Any thread (the management socket's resize-disk runs on an I/O thread).
+    uint64_t resize_from_image();
 
   private:
     // Parses and executes one chain on the image and writes its status; every queue's.
@@ -61,8 +69,10 @@ class BlkDevice final : public Device {
         uint32_t handle(const DescriptorChain& chain) override;
 
         std::unique_ptr<block::DiskImage> image;
+        const BlockSizes sizes;
         const std::string serial;
         const DiskInfo info;
+        std::atomic<uint64_t> capacity_sectors;  // info's, until the image is resized
         // Set by activate() while no worker runs: without FLUSH every write is flushed.
         bool write_through = false;
 
@@ -76,7 +86,9 @@ class BlkDevice final : public Device {
     uint64_t features_;
     uint16_t num_queues_;
     uint16_t queue_size_;
-    std::vector<uint8_t> config_space_;
+    std::vector<uint8_t> config_space_;  // its capacity is the disk's at open
+    std::mutex interrupt_mutex_;
+    Interrupt* interrupt_ = nullptr;  // by interrupt_mutex_: from activate() to reset()
     QueueWorkers workers_;
 };
 

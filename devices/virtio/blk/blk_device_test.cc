@@ -3,6 +3,7 @@
 #include "devices/virtio/blk/blk_device.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -232,6 +233,46 @@ TEST_F(BlkDeviceTest, ConfigSpaceDescribesTheDisk) {
 
     make_device(testing::disk_config(image));
     EXPECT_FALSE(device->features() & (1ull << 12)) << "MQ only with more than one queue";
+}
+
+TEST_F(BlkDeviceTest, FourKibibyteBlocksAndTheirTopology) {
+    DiskConfig config = testing::disk_config(image);
+    config.logical_block_size = 4096;
+    config.physical_block_size = 16384;
+    make_device(config);
+    EXPECT_TRUE(device->features() & (1ull << 6)) << "VIRTIO_BLK_F_BLK_SIZE";
+    EXPECT_TRUE(device->features() & (1ull << 10)) << "VIRTIO_BLK_F_TOPOLOGY";
+    EXPECT_EQ(config_field<uint32_t>(*device, 20), 4096u);  // blk_size
+    EXPECT_EQ(config_field<uint8_t>(*device, 24), 2);       // physical_block_exp
+    EXPECT_EQ(config_field<uint16_t>(*device, 26), 1);      // min_io_size, in blocks
+    EXPECT_EQ(config_field<uint64_t>(*device, 0), kDiskSectors) << "512-byte sectors still";
+
+    testing::TempImage odd(3 * 512);
+    config = testing::disk_config(odd);
+    config.logical_block_size = 4096;
+    EXPECT_THROW(BlkDevice(config, io), std::runtime_error) << "not whole 4 KiB blocks";
+    config.logical_block_size = 512;
+    config.physical_block_size = 256;
+    EXPECT_THROW(BlkDevice(config, io), std::invalid_argument);
+}
+
+TEST_F(BlkDeviceTest, AResizedImageIsAConfigChangeWithTheNewCapacity) {
+    ASSERT_TRUE(activate());
+    const auto past_the_end = submit(kIn, kDiskSectors, {}, 512);
+    kick_and_wait(1);
+    EXPECT_EQ(status_of(past_the_end), 1) << "IOERR";
+    ASSERT_EQ(::truncate(image.path().c_str(), 2 * kDiskSectors * 512), 0);
+    EXPECT_EQ(device->resize_from_image(), 2 * kDiskSectors * 512);
+    EXPECT_EQ(config_field<uint64_t>(*device, 0), 2 * kDiskSectors);
+    EXPECT_EQ(interrupt.config_notifications.load(), 1);
+    const auto grown = submit(kIn, kDiskSectors, {}, 512);
+    kick_and_wait(2);
+    EXPECT_EQ(status_of(grown), 0) << "the new blocks are there";
+    EXPECT_EQ(device->resize_from_image(), 2 * kDiskSectors * 512);
+    EXPECT_EQ(interrupt.config_notifications.load(), 1) << "no change, no interrupt";
+    ASSERT_EQ(::truncate(image.path().c_str(), 2 * kDiskSectors * 512 + 7), 0);
+    EXPECT_THROW(device->resize_from_image(), std::runtime_error);
+    EXPECT_EQ(config_field<uint64_t>(*device, 0), 2 * kDiskSectors) << "the old size stays";
 }
 
 // queue-size=64: every queue's maximum, and the request slots of each queue's pool.

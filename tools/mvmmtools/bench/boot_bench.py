@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mvmmtools.bench import plots, results, tables
+from mvmmtools.bench import hotplug, plots, results, tables
 from mvmmtools.bench.boot_bench_options import parse_args
 from mvmmtools.bench.guest_config import Guest, Machine, Variant, mvmm_args, qemu_args, varying_axes
 from mvmmtools.bench.runner import (SetupError, binary_id, guest_image, host_notes, host_script, resolved_mvmm,
@@ -193,6 +193,12 @@ def main(argv):
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a killed bench stops its test host too
     args = parse_args(argv)
+    if args.hotplug_cycles is not None:
+        try:
+            return hotplug.run(args)
+        except SetupError as e:
+            say(str(e))
+            return 2
     undecided = EXIT_UNDECIDED if args.threshold is not None else 2
     try:
         baseline = [results.rederived(r) for r in load(args.baseline)["records"]] if args.baseline else None

@@ -11,6 +11,7 @@ confidence intervals, plots, and a gate against a threshold.
                    [--out DIR] [--json FILE] [--plots png|svg|none]
                    [--threshold 5%] [--baseline FILE]
                    [--warmup 0] [--run-timeout SEC] [--host-cpus N] [--host-verbose] [--rounds-per-host N]
+  tools/boot-bench --hotplug-cycles N [--trim-policies ...] [--no-qemu] [--mvmm PATH] [--out DIR]
   tools/boot-bench --report FILE [--out DIR] [--threshold 5%] [--baseline FILE]
                    the summary (and plots, gate) again from the boot-bench.json of an earlier run
 
@@ -47,6 +48,11 @@ The bootstrap intervals in the summary are for reading, not for the gate: tools/
 filled disk with O_DIRECT, 4 KiB random then 64 KiB sequential reads at depth 32, --io-seconds each; mvmm once per
 --request-allocs x --trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, memory at the
 guest's io-done marker, trims; the summary has a row per variant.
+
+--hotplug-cycles N: the hot-plug experiment instead of boots (tools/mvmmtools/bench/hotplug.py): in one test host
+boot, a guest per variant takes N virtio-blk disks one after another (add-disk, the guest writes and reads the disk
+and powers its slot off, mvmm releases it); mvmm per --trim-policies policy (default all four) and QEMU over QMP on
+the same layout. Cycle time, heap Rss, RSS, fds, trims and trim time over the cycles; hotplug-summary.txt in --out.
 
 Output (--out DIR): boot-bench.json (set-up, every boot, summary, ratios, gate), boots.csv (one row per boot),
 summary.txt (what is printed), and phases/memory/trim/ratios (and io) plots.
@@ -150,7 +156,15 @@ def parse_args(argv):
     o.add_argument("--threshold", type=percent, help="gate: fail on a phase slower than this, outside the noise")
     o.add_argument("--baseline", type=Path, metavar="FILE", help="gate: compare with this earlier boot-bench.json")
     o.add_argument("--report", type=Path, metavar="FILE", help="run nothing: recompute from an earlier JSON")
+    h = ap.add_argument_group("hot-plug (tools/mvmmtools/bench/hotplug.py)")
+    h.add_argument("--hotplug-cycles", type=int, metavar="N",
+                   help="instead of boots: N disk add/remove cycles in one running guest per --trim-policies "
+                        "policy (default all four) and QEMU; cycle time, heap and RSS, fds, trims and trim time")
     args = ap.parse_args(argv)
+    if args.hotplug_cycles is not None:
+        if args.hotplug_cycles < 1:
+            ap.error("--hotplug-cycles must be at least 1")
+        return args
     args.disks = args.disks or [1 if args.io else 0]
     args.trim_policies = args.trim_policies or (IO_POLICIES if args.io else [None])
     args.request_allocs = args.request_allocs or (list(REQUEST_ALLOCS) if args.io else [None])

@@ -65,7 +65,7 @@ def io_tool():
 
 
 def guest_image(inputs):
-    """The default guest's initramfs: /init with markers, modules, guest-images/scripts/ at /scripts, and the I/O
+    """The default guest's initramfs: /init with markers, modules, guest-images/scripts/ at /scripts, the I/O
     workload tool (io_tool) at /bin/mvmm-io."""
     g, scripts = GUEST_IMAGES / "guest", GUEST_IMAGES / "scripts"
     tool = io_tool()

@@ -86,7 +86,7 @@ def repeated(records, total):
 def delayed(record, seconds):
     """The record (derived again) of the same boot with a VMM that slept `seconds` just before its first
     KVM_RUN: that line and every later one, the exit, and the --report's timeline from first_kvm_run on (and
-    its marks) come `seconds` later."""
+    its marks and devices) come `seconds` later."""
     run = dict(record["run"])
     first = next(i for i, (_, text) in enumerate(run["lines"]) if "first KVM_RUN" in text)
     run["lines"] = [(t + seconds, text) if i >= first else (t, text) for i, (t, text) in enumerate(run["lines"])]
@@ -95,7 +95,12 @@ def delayed(record, seconds):
         ns, start = round(seconds * 1e9), run["report"]["timeline"]["first_kvm_run"]
         later = lambda t: t is not None and t >= start
         report = dict(run["report"])
-        report["timeline"] = {k: t + ns if later(t) else t for k, t in report["timeline"].items()}
+        shifted = lambda t: t + ns if later(t) else t
+        timeline = {k: shifted(t) for k, t in report["timeline"].items() if k != "devices"}
+        if "devices" in report["timeline"]:
+            timeline["devices"] = [dict(d, driver_ok=shifted(d.get("driver_ok")), first_notify=shifted(d.get(
+                "first_notify"))) for d in report["timeline"]["devices"]]
+        report["timeline"] = timeline
         if "marks" in report:
             report["marks"] = [dict(m, t=m["t"] + ns) if later(m.get("t")) else m for m in report["marks"]]
         run["report"] = report

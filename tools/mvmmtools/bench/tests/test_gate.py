@@ -44,6 +44,19 @@ def sleep_before_first_kvm_run(records, variant="mvmm-b", seconds=0.2):
     return [delayed(r, seconds) if r["variant"] == variant else r for r in records]
 
 
+class Delayed(unittest.TestCase):
+    def test_a_delay_shifts_the_reports_devices_after_the_first_kvm_run(self):
+        _, rounds = load(NOISE)
+        record = next(r for r in rounds[0].values() if r["run"].get("report"))
+        report = record["run"]["report"]
+        start = report["timeline"]["first_kvm_run"]
+        report["timeline"]["devices"] = [{"name": "disk 0", "driver_ok": start + 5, "first_notify": None}]
+        shifted = delayed(record, 0.2)["run"]["report"]["timeline"]
+        self.assertEqual(shifted["first_kvm_run"], start + 200_000_000)
+        self.assertEqual(shifted["devices"], [{"name": "disk 0", "driver_ok": start + 200_000_005,
+                                               "first_notify": None}])
+
+
 class QuietMachine(unittest.TestCase):
     def test_a_10_percent_slowdown_is_caught_in_every_phase(self):
         gate = results.gate(quiet_run(5, random.Random(1), slowdown=1.10), THRESHOLD)
