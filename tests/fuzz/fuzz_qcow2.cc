@@ -17,7 +17,7 @@
 #include "devices/block/qcow2/file_io.h"
 #include "devices/block/qcow2/header.h"
 #include "devices/block/qcow2/qcow2_image.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 
 namespace {
 
@@ -61,7 +61,7 @@ void exercise_engine(const std::string& path) {
         for (const uint64_t at : {uint64_t{0}, image->size() / 2, ~uint64_t{0}})
             request(*image, at, 4096, false);
         image->clean_idle({});
-    } catch (const devices::block::ImageError&) {
+    } catch (const mvmm::devices::block::ImageError&) {
         return;  // refused at open: fine
     }
     try {
@@ -76,7 +76,7 @@ void exercise_engine(const std::string& path) {
         request(*image, 0, 8192, false);
         (void)image->flush();
         (void)image->cache_stats();
-    } catch (const devices::block::ImageError&) {
+    } catch (const mvmm::devices::block::ImageError&) {
     }
 }
 
