@@ -40,6 +40,10 @@ def bad_lines(tmp):
     (t / "disk.img").write_bytes(bytes(1 << 20))
     (t / "api.txt").write_text("not a socket\n")
     (t / "old-report.json").write_text('{"the last run": "report"}\n')
+    # qcow2 images: one whose backing file is gone (-u: not checked), one to give huge caches
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-b", f"{tmp}/gone.qcow2",
+                    "-F", "qcow2", f"{tmp}/orphan.qcow2", "1M"], check=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", f"{tmp}/disk.qcow2", "64M"], check=True)
     k = ["--kernel", kernel()]
     return [
         # files
@@ -100,6 +104,17 @@ def bad_lines(tmp):
         (k + ["--disk", f"path={tmp}/disk.img,bus=pcie"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,serial={'s' * 21}"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,serial=caf\u00e9"], "--disk"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=vmdk"], "format=vmdk"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=qcow2"], "not a qcow2 image"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=raw,l2-cache-size=1M"], "l2-cache-size=1M"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,l2-cache-size=12Q"], "l2-cache-size=12Q"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,l2-cache-size=18446744073709551615K"], "l2-cache-size"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,refcount-cache-size=2T"], "cache sizes are too big"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,refcount-cache-size=-1"], "refcount-cache-size=-1"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,cache-clean-interval=soon"], "cache-clean-interval=soon"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,cache-clean-interval=4294967296"], "cache-clean-interval"),
+        (k + ["--disk", f"path={tmp}/orphan.qcow2"], f"{tmp}/gone.qcow2"),
+        (k + ["--cache-alloc", "slab"], "--cache-alloc"),
         (k + ["--trim-policy", "sometimes"], "--trim-policy"),
         (k + ["--trim-factor", "nan"], "--trim-factor"),
         (k + ["--trim-factor", "-1"], "--trim-factor"),

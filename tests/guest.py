@@ -56,6 +56,10 @@ class Run:
     # this host the page cache shows unflushed writes in the files anyway: there a flush cannot be seen.
     flushed_only: bool = False
     run_timeout: int = None  # s mvmm may run in the test host before it is killed as hung (default RUN_TIMEOUT)
+    # Where mvmm runs in the test host: more files copied in at their paths (what the arguments name is copied
+    # anyway; e.g. qcow2 backing files), and programs copied in with their libraries (for `after`).
+    files: list = field(default_factory=list)
+    binaries: list = field(default_factory=list)
     code: int = None
     output: str = ""
 
@@ -119,8 +123,11 @@ def _run_in_hostvm(mvmm, runs, timeout):
     images = [img for r in runs for img in r.disk_images]
     device = {img: disk_device(i) for i, img in enumerate(images)}
     files = set()
+    binaries = set()
     lines = []
     for i, r in enumerate(runs):
+        files.update(r.files)
+        binaries.update(r.binaries)
         words = []
         for a in r.args:
             for img, dev in device.items():
@@ -155,7 +162,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
         script.write("\n".join(lines) + "\n")
         script.flush()
         host = TestHost(HostConfig(mvmm=mvmm, script=script.name, disk_images=tuple(images),
-                                   files=tuple(sorted(files)), timeout=timeout))
+                                   files=tuple(sorted(files)), binaries=tuple(sorted(binaries)),
+                                   timeout=timeout))
         code = host.run(output.append)
     out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
     if code == EXIT_HUNG:

@@ -37,6 +37,7 @@ struct DiskView {
     std::string id;                                  // "disk3", or the SCSI controller's id
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    std::vector<devices::block::DiskImage*> images;  // the device's (it owns them)
     DiskResizer resize;                              // the device's
     uint8_t port = 0;  // the root port it is behind (hot-pluggable), 0 on the root bus
 };

@@ -109,18 +109,25 @@ json DiskHotplug::add(const json& arguments) {
         throw std::runtime_error("path=" + config.path + ": " + e.what());
     }
     const auto* counters = &device->counters();
+    auto* image = &device->image();
     DiskResizer resize = blk_resizer(*device, config.path);
     auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
         std::move(device), context_.platform, context_.memory);
     context_.pci.plug(port, function);  // throws when the slot was taken meanwhile
     const DiskView view{fmt::format("disk{}", next_index_),
-                        fmt::format("disk {} ({})", next_index_, config.path), counters,
-                        std::move(resize), port};
+                        fmt::format("disk {} ({})", next_index_, config.path),
+                        counters,
+                        {image},
+                        std::move(resize),
+                        port};
     ++next_index_;
     ++added_;
     disks_.push_back({view, true, State::Present});
     context_.diagnostics.add_device(view.name, *counters);
     spdlog::info("{}: plugged into root port {}", view.name, port);
+    const auto interval = config.image.qcow2.cache_clean_interval;
+    if (image->format() == devices::block::ImageFormat::Qcow2 && interval.count() > 0)
+        context_.cache_clean_interval(interval);
     return {{"id", view.id}, {"port", port}};
 }
 
@@ -181,6 +188,14 @@ std::vector<DiskView> DiskHotplug::disks() const {
     std::vector<DiskView> views;
     for (const Entry& e : disks_) views.push_back(e.view);
     return views;
+}
+
+void DiskHotplug::for_each_image(
+    const std::function<void(devices::block::DiskImage&)>& visit) const {
+    std::lock_guard lock(mutex_);
+    for (const Entry& e : disks_)
+        if (e.state != State::Closing)
+            for (auto* image : e.view.images) visit(*image);
 }
 
 void DiskHotplug::serve_releases(std::stop_token stop) {

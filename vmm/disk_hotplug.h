@@ -19,8 +19,10 @@
 // that does not open, a key --disk does not know) is an exception and changes nothing.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +56,8 @@ class DiskHotplug {
         boost::asio::io_context& io;  // the devices' I/O threads
         SlotSource request_alloc;
         VcpuDiagnostics& diagnostics;
+        // A hot-added disk's image has this cache-clean-interval (not 0).
+        std::function<void(std::chrono::seconds)> cache_clean_interval;
     };
 
     // Takes over the board's disks; registers for the functions the guest releases.  Every
@@ -73,6 +77,9 @@ class DiskHotplug {
 
     // The disks present now, for the exit figures.
     std::vector<DiskView> disks() const;
+    // Calls `visit` with the image of every disk not being closed, in disk order, under the
+    // lock the releaser takes before it closes one: no image goes while it is visited.
+    void for_each_image(const std::function<void(devices::block::DiskImage&)>& visit) const;
 
   private:
     enum class State { Present, Removing, Closing };

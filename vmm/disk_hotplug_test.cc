@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "devices/block/qcow2/test_support.h"
 #include "devices/block/temp_image.h"
 #include "devices/pci/test_harness.h"
 #include "devices/virtio/test_io.h"
@@ -41,9 +42,19 @@ class DiskHotplugTest : public ::testing::Test {
     devices::virtio::testing::TestGuest guest{1 << 20};
     VcpuDiagnostics diagnostics{1};
     std::vector<devices::pci::RootBusAddress> ports;
+    std::vector<std::chrono::seconds> clean_intervals;  // what the hot-added disks asked for
     DiskHotplug hotplug{
-        {h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool, diagnostics}, {}};
+        {h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool, diagnostics,
+         [this](std::chrono::seconds s) { clean_intervals.push_back(s); }},
+        {}};
 };
+
+std::vector<std::string> visited_paths(const DiskHotplug& hotplug) {
+    std::vector<std::string> paths;
+    hotplug.for_each_image(
+        [&](devices::block::DiskImage& image) { paths.push_back(image.path()); });
+    return paths;
+}
 
 TEST(DiskOptionText, JsonValuesBecomeDiskItems) {
     EXPECT_EQ(disk_option_text({{"path", "a.img"}, {"readonly", true}, {"queues", 2}}),
@@ -87,6 +98,27 @@ TEST_F(DiskHotplugTest, APoweredSlotWaitsForTheGuest) {
     ASSERT_TRUE(eventually([&] { return disks().empty(); }));
     // The port is free again: the next disk may take it.
     EXPECT_EQ(hotplug.add({{"path", image.path()}})["port"], at.port);
+}
+
+TEST_F(DiskHotplugTest, AQcow2DiskIsHotAddedWithItsCacheKeys) {
+    using namespace devices::block::qcow2::testing;
+    if (!have_qemu_img()) GTEST_SKIP() << "qemu-img (qemu-utils) is not installed";
+    const ScratchDir dir;
+    const std::string overlay = dir.file("overlay.qcow2");
+    must("qemu-img create -q -f qcow2 " + overlay + " 1M");
+    hotplug.add({{"path", overlay}, {"cache-clean-interval", 5}, {"l2-cache-size", "64K"}});
+    EXPECT_EQ(clean_intervals, std::vector{std::chrono::seconds(5)}) << "the cleaner hears of it";
+    hotplug.add({{"path", image.path()}});  // raw: nothing to clean, whatever the default
+    EXPECT_EQ(clean_intervals.size(), 1u);
+    std::vector<devices::block::ImageFormat> formats;
+    hotplug.for_each_image(
+        [&](devices::block::DiskImage& image) { formats.push_back(image.format()); });
+    EXPECT_EQ(formats,
+              (std::vector{devices::block::ImageFormat::Qcow2, devices::block::ImageFormat::Raw}));
+
+    hotplug.remove({{"id", "disk0"}});
+    ASSERT_TRUE(eventually([&] { return disks().size() == 1; }));
+    EXPECT_EQ(visited_paths(hotplug), std::vector{image.path()}) << "a closed image is not visited";
 }
 
 TEST_F(DiskHotplugTest, BadRequestsChangeNothing) {

@@ -23,9 +23,14 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
+            auto* image = &device->image();
             DiskResizer resize = blk_resizer(*device, config.path);
-            disks.push_back({config.bus, std::move(device), fmt::format("disk{}", disks.size()),
-                             fmt::format("disk {} ({})", disks.size(), config.path), counters,
+            disks.push_back({config.bus,
+                             std::move(device),
+                             fmt::format("disk{}", disks.size()),
+                             fmt::format("disk {} ({})", disks.size(), config.path),
+                             counters,
+                             {image},
                              std::move(resize)});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
@@ -35,6 +40,9 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
+            std::vector<devices::block::DiskImage*> images;
+            for (const auto& lun : config.luns)
+                images.push_back(&device->target(lun.target)->find(lun.lun)->image());
             // A read-only image may be several LUNs: each of them learns the new size.
             DiskResizer resize = [scsi = device.get(),
                                   luns = config.luns](const std::string& asked) {
@@ -45,7 +53,7 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
             };
             disks.push_back({bus, std::move(device), config.id,
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
-                             counters, std::move(resize)});
+                             counters, std::move(images), std::move(resize)});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
             throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }

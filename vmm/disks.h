@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "devices/block/disk_image.h"
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/virtio_device.h"
@@ -35,6 +36,7 @@ struct Disk {
     std::string id;                                  // "disk3", or the SCSI controller's id
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    std::vector<devices::block::DiskImage*> images;  // the device's, for their caches
     DiskResizer resize;                              // the device's, valid as long as it is
 };
 

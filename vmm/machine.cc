@@ -19,8 +19,14 @@ Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context
           board_.vcpus, board_.mmio, board_.pio,
           [this](ExitCode code, const std::string& reason) { request_exit(code, reason); }, report),
       disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io,
-              plan_.config.request_alloc, vcpus_.diagnostics()},
-             board_.disks) {
+              plan_.config.request_alloc, vcpus_.diagnostics(),
+              [this](std::chrono::seconds interval) {
+                  cache_cleaner_.clean_at_least_every(interval);
+              }},
+             board_.disks),
+      cache_cleaner_(
+          io, [this](const auto& clean) { disks_.for_each_image(clean); },
+          cache_clean_period(plan_.config.disks)) {
     for (const auto& disk : board_.disks)
         vcpus_.diagnostics().add_device(disk.name, *disk.counters);
 }
@@ -73,10 +79,23 @@ ExitFigures Machine::exit_figures() const {
                            vcpus_.exits().by_kind(),
                            board_.platform.routing_pushes(),
                            plan_.config.request_alloc,
-                           {}};
+                           {},
+                           disk_caches()};
     for (const auto& disk : disks_.disks())
         machine.devices.push_back({disk.name, disk.counters->statistics()});
     return {read_process_figures(), std::move(machine)};
+}
+
+std::vector<ImageCacheFigures> Machine::disk_caches() const {
+    std::vector<ImageCacheFigures> images;
+    disks_.for_each_image([&](const devices::block::DiskImage& image) {
+        images.push_back(read_image_cache_figures(image));
+    });
+    return images;
+}
+
+nlohmann::json Machine::query_disk_caches() {
+    return disk_caches_json(disk_caches());
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {

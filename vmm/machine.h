@@ -12,6 +12,7 @@
 
 #include "vmm/api/handler.h"
 #include "vmm/board.h"
+#include "vmm/cache_cleaner.h"
 #include "vmm/cli/validate.h"
 #include "vmm/disk_hotplug.h"
 #include "vmm/exit_code.h"
@@ -38,6 +39,7 @@ class Machine : public api::ApiHandler {
 
     // The management socket's view.
     nlohmann::json query_status() override;
+    nlohmann::json query_disk_caches() override;
     nlohmann::json resize_disk(const std::string& path) override;
     nlohmann::json add_disk(const nlohmann::json& arguments) override;
     nlohmann::json remove_disk(const nlohmann::json& arguments) override;
@@ -46,6 +48,8 @@ class Machine : public api::ApiHandler {
 
     // At exit: memory, trims, address-space rebuilds, VM exits (the `exit stats` line).
     ExitFigures exit_figures() const;
+    // Every disk image's metadata caches now, in disk order.
+    std::vector<ImageCacheFigures> disk_caches() const;
 
   private:
     void on_power(devices::PowerEvent event);
@@ -54,7 +58,8 @@ class Machine : public api::ApiHandler {
     BootReport* report_;
     Board board_;
     VcpuRunner vcpus_;
-    DiskHotplug disks_;  // destroyed before the board: it finishes releases first
+    DiskHotplug disks_;           // destroyed before the board: it finishes releases first
+    CacheCleaner cache_cleaner_;  // of disks_' images
 
     std::mutex exit_mutex_;
     std::condition_variable exit_cv_;

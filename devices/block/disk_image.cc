@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <array>
-#include <stdexcept>
 
 #include "base/fd.h"
+#include "devices/block/qcow2/qcow2_image.h"
 #include "devices/block/raw_image.h"
 
 namespace mvmm::devices::block {
@@ -59,8 +59,7 @@ std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_on
     if (format == ImageFormat::Auto)
         format = starts_like_qcow2(path) ? ImageFormat::Qcow2 : ImageFormat::Raw;
     if (format == ImageFormat::Qcow2)
-        throw std::runtime_error("disk image " + path +
-                                 ": is a qcow2 image, which this build cannot open yet");
+        return qcow2::Qcow2Image::open(path, read_only, options.qcow2);
     return RawImage::open(path, read_only);
 }
 

@@ -4,6 +4,7 @@
 // thread, several at once (one disk's queues); never from a vCPU thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,8 @@
 #include <system_error>
 
 #include "base/result.h"
+#include "base/user_error.h"
+#include "devices/block/cache_stats.h"
 #include "devices/block/image_options.h"
 #include "mem/guest_buffers.h"
 
@@ -19,6 +22,12 @@ namespace mvmm::devices::block {
 inline constexpr uint64_t kImageBlockSize = 512;  // an image's size is a multiple of it
 
 using IoResult = Result<Ok, std::error_code>;
+
+// An image that cannot be opened: one line for the user naming the file and what is wrong.
+class ImageError : public UserError {
+  public:
+    using UserError::UserError;
+};
 
 class DiskImage {
   public:
@@ -47,12 +56,18 @@ class DiskImage {
     // `pattern` (not empty) again and again over [offset, offset + length), the last copy cut
     // short, in writes whose pieces all point at it: nothing is copied or allocated.
     IoResult write_repeated(uint64_t offset, uint64_t length, GuestBuffers::Part pattern) const;
+
+    // The metadata caches (qcow2's tables, its backing chain's added in); zeroes for raw.
+    virtual CacheStats cache_stats() const { return {}; }
+    // Drops cached metadata nobody used for the image's cache-clean-interval; the owner calls
+    // it now and then (`now` may be a driven clock).  Returns how many tables went.
+    virtual size_t clean_idle(std::chrono::steady_clock::time_point /*now*/) { return 0; }
 };
 
 // Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and
 // locks it: shared for read-only disks, exclusive otherwise, so that a disk given twice or used
-// by another VMM is refused.  Throws std::runtime_error with one line for the user naming the
-// file and what is wrong.
+// by another VMM is refused.  A file forced to qcow2 that is not one is an error; a qcow2 image
+// forced to raw opens raw (its bytes as they are, as QEMU does).  Throws ImageError.
 std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_only,
                                            const ImageOptions& options = {});
 

@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "devices/block/qcow2/options.h"
+
 namespace mvmm::devices::block {
 
 enum class ImageFormat {
@@ -14,6 +16,7 @@ std::string_view to_string(ImageFormat format);
 
 struct ImageOptions {
     ImageFormat format = ImageFormat::Auto;
+    qcow2::Qcow2Options qcow2;  // its metadata caches; a raw image has none
 };
 
 }  // namespace mvmm::devices::block

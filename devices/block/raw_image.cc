@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <stdexcept>
 
 #include "base/mapping.h"
 
@@ -74,7 +73,7 @@ bool unsupported(int error) {
 }
 
 [[noreturn]] void fail_open(const std::string& path, const std::string& why) {
-    throw std::runtime_error("disk image " + path + ": " + why);
+    throw ImageError("disk image " + path + ": " + why);
 }
 
 uint64_t image_size(int fd, const struct stat& st, const std::string& path) {

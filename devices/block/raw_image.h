@@ -15,7 +15,7 @@ class RawImage final : public DiskImage {
 
   public:
     // Opens `path` (read-only disks with O_RDONLY) and locks it (see open_disk_image).  Throws
-    // std::runtime_error with a message for the user.
+    // ImageError.
     static std::unique_ptr<RawImage> open(const std::string& path, bool read_only);
     RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only);
 

@@ -4,7 +4,10 @@ target's format (see the comment at the top of fuzz_TARGET.cc) and the regressio
 fuzzer starts from deep in the code.  The rest of each corpus is what fuzzing found and -merge=1 kept.
 Run it after changing an input format: python3 tests/fuzz/make_seeds.py"""
 
+import shutil
 import struct
+import subprocess
+import tempfile
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -289,6 +292,45 @@ def scsi_seeds():
          parameter_list=unmap_list((8, 8), ((1 << 64) - 4, 8)))
 
 
+# --- fuzz_qcow2 --------------------------------------------------------------------------------
+def qcow2_seeds():
+    """Small images made by qemu-img (Debian's qemu-utils), mostly with 512-byte clusters so each
+    is a few KiB: every format variant the engine reads, with data, zero and compressed clusters,
+    a snapshot and a backing file name."""
+    if not shutil.which("qemu-img"):
+        print("make_seeds.py: qemu-img not found, fuzz_qcow2 seeds not written")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        def image(name, options, size="64K", io=(), source=None, backing=None, snapshot=False):
+            path = f"{tmp}/{name}.qcow2"
+            if source:
+                Path(f"{tmp}/source.raw").write_bytes(source)
+                subprocess.run(["qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o", options,
+                                f"{tmp}/source.raw", path], check=True)
+            else:
+                extra = ["-u", "-b", backing, "-F", "qcow2"] if backing else []
+                subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-o", options, *extra, path,
+                                size], check=True)
+            for command in io:
+                subprocess.run(["qemu-io", "-f", "qcow2", "-c", command, path], check=True,
+                               stdout=subprocess.DEVNULL)
+            if snapshot:
+                subprocess.run(["qemu-img", "snapshot", "-c", "s", path], check=True)
+            write("qcow2", name, Path(path).read_bytes())
+
+        writes = ("write -P 0x61 0 1536", "write -P 0x62 20K 600", "write -z 1024 512")
+        image("v3-512-empty", "cluster_size=512")
+        image("v3-512-data", "cluster_size=512", io=writes)
+        image("v2-512-data", "compat=0.10,cluster_size=512", io=writes[:2])
+        image("v3-512-refcount1", "cluster_size=512,refcount_bits=1", io=writes)
+        image("v3-512-refcount64", "cluster_size=512,refcount_bits=64", io=writes)
+        image("v3-512-compressed", "cluster_size=512", source=bytes(range(256)) * 8 + bytes(2048))
+        image("v3-512-snapshot", "cluster_size=512", io=writes[:1], snapshot=True)
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", f"{tmp}/base.qcow2", "64K"], check=True)
+        image("v3-512-backing", "cluster_size=512", io=writes[1:2], backing="base.qcow2")
+        image("v3-4k-data", "cluster_size=4096", io=writes)
+
+
 # --- fuzz_scsi and fuzz_scsi_control ----------------------------------------------------------
 def scsi_lun(target, lun):
     return bytes([1, target, 0x40 | lun >> 8, lun & 0xff, 0, 0, 0, 0])
@@ -331,5 +373,5 @@ def scsi_request_seeds():
 
 if __name__ == "__main__":
     for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, root_port_seeds, api_seeds, bzimage_seeds,
-                  options_seeds, scsi_seeds, scsi_request_seeds):
+                  options_seeds, scsi_seeds, scsi_request_seeds, qcow2_seeds):
         seeds()

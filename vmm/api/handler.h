@@ -15,6 +15,8 @@ class ApiHandler {
     // The reply to query-status, e.g. {"status": "running", "cpus": 2, "uptime_ms": 1234}.
     // An exception becomes a GenericError reply.
     virtual nlohmann::json query_status() = 0;
+    // query-memory's "disk_caches": the disks' metadata caches (the boot report's form).
+    virtual nlohmann::json query_disk_caches() = 0;
 
     // resize-disk: every disk opened from `path` (a --disk path=) reads its image's size again,
     // after the host grew or shrank the file, and tells the guest when it changed.  The reply

@@ -22,7 +22,12 @@ struct Command {
 constexpr std::array kCommands{
     Command{"query-status",
             [](ApiHandler& handler, const json&) { return handler.query_status(); }},
-    Command{"query-memory", [](ApiHandler&, const json&) { return query_memory(); }},
+    Command{"query-memory",
+            [](ApiHandler& handler, const json&) {
+                json memory = query_memory();
+                memory["disk_caches"] = handler.query_disk_caches();
+                return memory;
+            }},
     Command{"trim-memory", [](ApiHandler&, const json&) { return trim_memory(); }},
     Command{"resize-disk",
             [](ApiHandler& handler, const json& arguments) {

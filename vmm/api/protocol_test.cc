@@ -176,6 +176,7 @@ TEST_F(Protocol, QueryMemoryShape) {
         EXPECT_TRUE(memory[key].is_number_unsigned()) << key;
     }
     EXPECT_GT(memory["vm_rss_bytes"], 0);
+    EXPECT_EQ(memory["disk_caches"]["resident_bytes"], 4096) << "the machine's";
     if (rcu::trim_supported()) {
         for (const char* key : {"arena", "hblkhd", "uordblks", "fordblks", "keepcost"}) {
             EXPECT_TRUE(memory["malloc"][key].is_number_unsigned()) << key;

@@ -24,6 +24,7 @@ namespace mvmm::api::test_support {
 class FakeHandler : public ApiHandler {
   public:
     nlohmann::json query_status() override;
+    nlohmann::json query_disk_caches() override { return {{"resident_bytes", 4096}}; }
     // {"path": path, "size_bytes": 4096} for "disk.img"; throws std::invalid_argument for any
     // other path.
     nlohmann::json resize_disk(const std::string& path) override;

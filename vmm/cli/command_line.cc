@@ -20,6 +20,7 @@ struct RawOptions {
     std::vector<std::string> disks;
     std::vector<std::string> scsi_controllers;
     std::string request_alloc = "pool";
+    std::string cache_alloc = "mapping";
     std::string trim_policy = "drain";
 };
 
@@ -43,8 +44,9 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
                    "[,queue-size=N][,bus=rootport|root], or a LUN of a SCSI controller: "
                    "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
-                   "take [,format=raw][,logical-block-size=512|4096][,physical-block-size=N]; "
-                   "repeatable");
+                   "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
+                   " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"
+                   "[,cache-clean-interval=SEC] (QEMU's; a bare SIZE is bytes); repeatable");
     app.add_option("--scsi-controller", raw.scsi_controllers,
                    "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
                    "[,bus=rootport|root]; repeatable");
@@ -54,6 +56,10 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
         ->check(CLI::Range(0u, 248u));
     app.add_option("--request-alloc", raw.request_alloc,
                    "where disk requests in flight live: pool, malloc or calloc")
+        ->capture_default_str();
+    app.add_option("--cache-alloc", raw.cache_alloc,
+                   "where qcow2 metadata caches keep their tables: mapping (one per cache) or "
+                   "heap (one allocation per table)")
         ->capture_default_str();
     app.add_option("--io-threads", config.io_threads,
                    "threads that run disk I/O (default: one per host CPU, at most 4)")
@@ -144,6 +150,10 @@ Config parse_command_line(int argc, char** argv) {
     config.request_alloc = parse_request_alloc_option(raw.request_alloc);
     for (auto& disk : config.disks.blk) disk.request_alloc = config.request_alloc;
     for (auto& scsi : config.disks.scsi) scsi.controller.request_alloc = config.request_alloc;
+    const auto cache_alloc = parse_cache_alloc_option(raw.cache_alloc);
+    for (auto& disk : config.disks.blk) disk.image.qcow2.cache_alloc = cache_alloc;
+    for (auto& scsi : config.disks.scsi)
+        for (auto& lun : scsi.controller.luns) lun.image.qcow2.cache_alloc = cache_alloc;
     config.trim = parse_trim(raw.trim_policy, config.trim);
     return config;
 }

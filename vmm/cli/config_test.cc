@@ -112,6 +112,17 @@ TEST(Config, RequestAllocGoesToEveryDiskAndController) {
     EXPECT_THROW(parse({"--kernel", "k", "--request-alloc", "slab"}), UsageError);
 }
 
+TEST(Config, CacheAllocGoesToEveryImage) {
+    using devices::block::qcow2::CacheAlloc;
+    EXPECT_EQ(parse({"--kernel", "k", "--disk", "path=a"}).disks.blk[0].image.qcow2.cache_alloc,
+              CacheAlloc::Mapping);
+    auto c = parse({"--kernel", "k", "--disk", "path=a", "--cache-alloc", "heap",
+                    "--scsi-controller", "id=c0", "--disk", "path=c,controller=c0"});
+    EXPECT_EQ(c.disks.blk[0].image.qcow2.cache_alloc, CacheAlloc::Heap);
+    EXPECT_EQ(c.disks.scsi[0].controller.luns[0].image.qcow2.cache_alloc, CacheAlloc::Heap);
+    EXPECT_THROW(parse({"--kernel", "k", "--cache-alloc", "slab"}), UsageError);
+}
+
 TEST(Config, ValidateChecksFilesAndRanges) {
     auto dir = std::filesystem::temp_directory_path();
     auto kernel = dir / "mvmm_config_test_kernel";

@@ -1,6 +1,7 @@
 #include "vmm/cli/options.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -55,12 +56,23 @@ virtio::BlockSizes block_sizes(const OptionParser& parser) {
     }
 }
 
-// format=raw|qcow2; without it the image's header decides.
+// format=raw|qcow2 (without it the image's header decides) and qcow2's cache keys, with QEMU's
+// names, defaults and units (a bare size is bytes).
 devices::block::ImageOptions image_options(const OptionParser& parser) {
     using devices::block::ImageFormat;
     devices::block::ImageOptions options;
     options.format = parser.choice(
         "format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}}, ImageFormat::Auto);
+    auto& qcow2 = options.qcow2;
+    qcow2.l2_cache_size =
+        parser.size("l2-cache-size", SizeUnit::Bytes).value_or(qcow2.l2_cache_size);
+    qcow2.refcount_cache_size =
+        parser.size("refcount-cache-size", SizeUnit::Bytes).value_or(qcow2.refcount_cache_size);
+    if (const auto seconds = parser.number("cache-clean-interval", 0, UINT32_MAX))
+        qcow2.cache_clean_interval = std::chrono::seconds(*seconds);
+    if (options.format == ImageFormat::Raw)
+        for (const char* key : {"l2-cache-size", "refcount-cache-size", "cache-clean-interval"})
+            if (parser.has(key)) parser.fail(key, "a qcow2 key; format=raw has no metadata caches");
     return options;
 }
 
@@ -165,9 +177,10 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
-    OptionParser parser(std::move(flag), {"path", "format", "readonly", "serial", "queues",
-                                          "queue-size", "bus", "controller", "target", "lun",
-                                          "logical-block-size", "physical-block-size"});
+    OptionParser parser(std::move(flag),
+                        {"path", "format", "readonly", "serial", "queues", "queue-size", "bus",
+                         "controller", "target", "lun", "logical-block-size", "physical-block-size",
+                         "l2-cache-size", "refcount-cache-size", "cache-clean-interval"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
@@ -206,6 +219,15 @@ RamConfig parse_memory_option(std::string_view text) {
         parser.fail("size " + format_size(config.size) + " is not a whole number of " +
                     format_size(page_size) + " pages");
     return config;
+}
+
+devices::block::qcow2::CacheAlloc parse_cache_alloc_option(std::string_view text) {
+    using devices::block::qcow2::CacheAlloc;
+    OptionParser parser("--cache-alloc", {"mode"}, "mode");
+    parser.parse(text);
+    if (!parser.has("mode")) parser.fail("expected mapping or heap");
+    return parser.choice("mode", {{"mapping", CacheAlloc::Mapping}, {"heap", CacheAlloc::Heap}},
+                         CacheAlloc::Mapping);
 }
 
 SlotSource parse_request_alloc_option(std::string_view text) {

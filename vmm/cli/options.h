@@ -42,5 +42,7 @@ RamConfig parse_memory_option(std::string_view text);
 
 // --request-alloc pool|malloc|calloc: where device requests in flight live.
 SlotSource parse_request_alloc_option(std::string_view text);
+// --cache-alloc mapping|heap: where every qcow2 disk's metadata caches keep their tables.
+devices::block::qcow2::CacheAlloc parse_cache_alloc_option(std::string_view text);
 
 }  // namespace mvmm

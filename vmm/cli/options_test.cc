@@ -108,6 +108,44 @@ TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
     }
 }
 
+TEST(DiskOption, Qcow2CacheKeysHaveQemusNamesDefaultsAndUnits) {
+    using namespace std::chrono_literals;
+    const auto defaults = parse_disk_option("path=d.qcow2").image.qcow2;
+    EXPECT_EQ(defaults.l2_cache_size, 32 * MiB);
+    EXPECT_EQ(defaults.refcount_cache_size, 0u);  // four clusters
+    EXPECT_EQ(defaults.cache_clean_interval, 600s);
+    const auto given = parse_disk_option(
+                           "path=d.qcow2,format=qcow2,l2-cache-size=4M,refcount-cache-size=262144,"
+                           "cache-clean-interval=0")
+                           .image;
+    EXPECT_EQ(given.format, devices::block::ImageFormat::Qcow2);
+    EXPECT_EQ(given.qcow2.l2_cache_size, 4 * MiB);
+    EXPECT_EQ(given.qcow2.refcount_cache_size, 262144u) << "a bare size is bytes, as QEMU's";
+    EXPECT_EQ(given.qcow2.cache_clean_interval, 0s);
+    EXPECT_EQ(parse_disk_option("path=d,l2-cache-size=1g").image.qcow2.l2_cache_size, GiB);
+    const std::pair<const char*, const char*> cases[] = {
+        {"path=a,format=vmdk", "format=vmdk: expected one of raw, qcow2"},
+        {"path=a,l2-cache-size=12Q", "l2-cache-size=12Q: size '12Q' is not a number"},
+        {"path=a,l2-cache-size=", "l2-cache-size=: size '' is not a number"},
+        {"path=a,refcount-cache-size=-1", "refcount-cache-size=-1: size '-1' is not a number"},
+        {"path=a,l2-cache-size=18446744073709551615K", "is too large"},
+        {"path=a,cache-clean-interval=soon", "cache-clean-interval=soon: expected a number"},
+        {"path=a,cache-clean-interval=4294967296", "cache-clean-interval=4294967296: expected"},
+        {"path=a,format=raw,l2-cache-size=1M", "l2-cache-size=1M: a qcow2 key; format=raw"},
+        {"path=a,format=raw,cache-clean-interval=5", "cache-clean-interval=5: a qcow2 key"},
+    };
+    for (auto [option, message] : cases)
+        EXPECT_THAT(error_of(parse_disk_option, option), HasSubstr(message)) << option;
+}
+
+TEST(CacheAllocOption, NamesWhereCachedTablesLive) {
+    using devices::block::qcow2::CacheAlloc;
+    EXPECT_EQ(parse_cache_alloc_option("mapping"), CacheAlloc::Mapping);
+    EXPECT_EQ(parse_cache_alloc_option("heap"), CacheAlloc::Heap);
+    EXPECT_THAT(error_of(parse_cache_alloc_option, "slab"),
+                HasSubstr("--cache-alloc 'slab': slab: expected one of mapping, heap"));
+}
+
 TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
     const auto option = parse_scsi_controller_option("id=c0,queues=4,queue-size=64,bus=root");
     EXPECT_EQ(option.controller.id, "c0");

@@ -32,7 +32,7 @@ struct BlkCounters : QueueCounters {
 
 class BlkDevice final : public Device {
   public:
-    // Opens the image (block::open_disk_image; throws std::runtime_error for the user).  `io` must
+    // Opens the image (block::open_disk_image; throws block::ImageError for the user).  `io` must
     // outlive the device.
     BlkDevice(const DiskConfig& config, boost::asio::io_context& io);
 
@@ -52,6 +52,8 @@ class BlkDevice final : public Device {
 
     const BlkCounters& counters() const noexcept { return counters_; }
     const DiskInfo& disk_info() const noexcept { return requests_.info; }  // as opened
+    // For its owner's figures and idle-cache cleaning, whatever the format.
+    block::DiskImage& image() const noexcept { return *requests_.image; }
 
     // Re-reads the image's size (the host grew or shrank it) and, when it changed, gives the
     // driver the new capacity with a config change interrupt.  Returns the size in bytes;

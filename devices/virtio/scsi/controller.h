@@ -1,4 +1,4 @@
-// A virtio-scsi controller (virtio 1.2, 5.6): up to 256 targets whose LUNs are raw images, a
+// A virtio-scsi controller (virtio 1.2, 5.6): up to 256 targets whose LUNs are disk images, a
 // control queue, an event queue and N request queues.  The request queues run on the I/O
 // threads through the shared queue workers (../queue_worker.h), as virtio-blk's do; each
 // command is framed (request.h), addressed, checked against the task management function in
@@ -40,7 +40,7 @@ class ScsiController final : public Device {
   public:
     static constexpr uint16_t kControlQueue = 0, kEventQueue = 1, kFirstRequestQueue = 2;
 
-    // Opens every LUN (Target); throws std::runtime_error or std::invalid_argument for the
+    // Opens every LUN (Target); throws block::ImageError or std::invalid_argument for the
     // user.  `io` must outlive the controller.
     ScsiController(const ControllerConfig& config, boost::asio::io_context& io);
     // Stops the queues, a TMF waiting for them first, and the control queue's thread.

@@ -33,13 +33,15 @@ struct Outcome {
 
 class Lun {
   public:
-    // Opens and locks the image; throws std::runtime_error or std::invalid_argument for the
+    // Opens and locks the image; throws block::ImageError or std::invalid_argument for the
     // user.  The LUN starts with a POWER ON unit attention, as a disk just switched on.
     explicit Lun(const LunConfig& config);
 
     // A snapshot: the capacity and the write cache may change while commands run.
     LunInfo info() const noexcept;
     const LunIdentity& identity() const noexcept { return identity_; }
+    // For the owner's figures and idle-cache cleaning, whatever the format.
+    block::DiskImage& image() const noexcept { return *image_; }
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
