@@ -45,10 +45,11 @@ so that two identical builds fail in about 5% of runs at most (tools/mvmmtools/b
 checks that on recorded noise). Fewer than 3 rounds (unpaired: 3 on each side) can flag nothing: the gate passes.
 The bootstrap intervals in the summary are for reading, not for the gate: tools/mvmmtools/bench/stats.py says why.
 
---io: the memory-policy experiment (README.md, "Benchmarks"): the guest (guest-images/scripts/io-bench) reads a
-filled disk with O_DIRECT, 4 KiB random then 64 KiB sequential reads at depth 32, --io-seconds each; mvmm once per
---request-allocs x --trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, memory at the
-guest's io-done marker, trims; the summary has a row per variant.
+--io: the memory-policy experiment (README.md, "Benchmarks"): the guest (guest-images/scripts/io-bench) reads its
+filled disks with O_DIRECT, 4 KiB random reads over every disk at once (32 / disks in flight on each, at least one),
+then 64 KiB sequential reads of the first at depth 32, --io-seconds each; mvmm once per --request-allocs x
+--trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, boot and workload times, memory
+at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant.
 
 --disk-format qcow2: the --disks disks are qcow2 overlays (`qemu-img create -f qcow2 -b base.qcow2 -F qcow2`),
 made in the test host, of one qcow2 base of --io-disk-mib MiB (without --io: 64 MiB) with --cluster-size clusters,
@@ -146,7 +147,8 @@ def parse_args(argv):
     m = ap.add_argument_group("the matrix (comma-separated lists): the configurations, and the variants that boot "
                               "each")
     m.add_argument("--disks", type=listed(int),
-                   help="sparse 64 MiB disks (default 0); --io: disks of --io-disk-mib, filled (default 1)")
+                   help="sparse 64 MiB disks (default 0); --io: disks of --io-disk-mib, filled (default 1); "
+                        "--disk-format qcow2: overlays of a filled base")
     m.add_argument("--disk-bus", type=listed(str, DISK_BUSES), default=["rootport"],
                    help="each disk behind its own PCIe root port, or on bus 0 (default rootport)")
     m.add_argument("--disk-kind", type=listed(str, DISK_KINDS), default=["blk"],
@@ -178,7 +180,7 @@ def parse_args(argv):
     w = ap.add_argument_group("the I/O workload (see --io above)")
     w.add_argument("--io", action="store_true", help="the guest runs the I/O workloads; rates and memory reported")
     w.add_argument("--io-seconds", type=int, default=5, help="each workload's length in the guest (default 5)")
-    w.add_argument("--io-disk-mib", type=int, default=256, help="the disk's size in MiB (default 256)")
+    w.add_argument("--io-disk-mib", type=int, default=256, help="each disk's size in MiB (qcow2: the base's; default 256)")
     r = ap.add_argument_group("runs")
     r.add_argument("--reps", type=int, default=5, help="measured rounds (default 5)")
     r.add_argument("--warmup", type=int, default=0, help="uncounted rounds first (default 0)")
