@@ -5,6 +5,7 @@ import functools
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from mvmmtools.bench import hotplug, plots, results, tables
 from mvmmtools.bench.boot_bench_options import parse_args
-from mvmmtools.bench.guest_config import Guest, Machine, Variant, mvmm_args, qemu_args, varying_axes
+from mvmmtools.bench.guest_config import DISK_SIZE_MIB, Guest, Machine, Variant, mvmm_args, qemu_args, varying_axes
 from mvmmtools.bench.runner import (SetupError, binary_id, guest_image, host_notes, host_script, resolved_mvmm,
                                     run_script)
 from mvmmtools.bench.runs import Collector, Run
@@ -30,9 +31,10 @@ EXIT_UNDECIDED = 125  # with --threshold: git bisect run's "skip"
 def matrix(args):
     """[Machine]: every combination of the matrix axes."""
     combos = itertools.product(args.disks, args.disk_bus, args.disk_kind, args.memory, args.hugepages,
-                               args.prealloc, args.cpus)
-    return [Machine(d, b, k, mem, None if hp == "none" else hp, pre, c, c if args.io else None)
-            for d, b, k, mem, hp, pre, c in combos]
+                               args.prealloc, args.cpus, args.disk_format)
+    return [Machine(d, b, k, mem, None if hp == "none" else hp, pre, c, c if args.io else None, fmt,
+                    args.l2_cache_size if fmt == "qcow2" else None)
+            for d, b, k, mem, hp, pre, c, fmt in combos]
 
 
 def builds(args):
@@ -44,10 +46,28 @@ def builds(args):
 
 def variants(args):
     found = []
-    for build, alloc, policy in itertools.product(builds(args), args.request_allocs, args.trim_policies):
-        name = "-".join(w for w in (build, alloc, policy) if w)
-        found.append(Variant(name, "mvmm", build.split("-")[-1] if build != "mvmm" else None, policy, alloc))
+    for build, alloc, cache, policy in itertools.product(builds(args), args.request_allocs, args.cache_allocs,
+                                                         args.trim_policies):
+        name = "-".join(w for w in (build, alloc, cache, policy) if w)
+        found.append(Variant(name, "mvmm", build.split("-")[-1] if build != "mvmm" else None, policy, alloc, cache))
     return found + ([] if args.no_qemu else [Variant("qemu", "qemu")])
+
+
+def qemu_img_binary():
+    """qemu-img, which makes the qcow2 base and overlays in the test host (Debian's qemu-utils)."""
+    found = shutil.which("qemu-img")
+    if not found:
+        raise SetupError("--disk-format qcow2 needs qemu-img (apt-get install qemu-utils)")
+    return found
+
+
+def vmm_words(guest, machine, variant, qemu_firmware="seabios", report=None):
+    """The arguments of one boot: QEMU's, or mvmm's with the variant's modes (and --report to that file)."""
+    if variant.vmm == "qemu":
+        return qemu_args(guest, machine, qemu_firmware)
+    modes = (("--trim-policy", variant.policy), ("--request-alloc", variant.alloc),
+             ("--cache-alloc", variant.cache_alloc), ("--report", report))
+    return mvmm_args(guest, machine) + [w for option, value in modes if value for w in (option, value)]
 
 
 def supports_report(binary):
@@ -94,14 +114,10 @@ def measure(args, guest, machines, kinds):
     vm_guest = Guest(guest.kernel, guest.initrd, guest.cmdline, image_paths(guest.images))
     words = []
     for tag, _, _, mi, v in plan:
-        if v.vmm == "qemu":
-            w = qemu_args(vm_guest, machines[mi], args.qemu_firmware)
-        else:
-            w = mvmm_args(vm_guest, machines[mi]) + (["--trim-policy", v.policy] if v.policy else [])
-            w += ["--request-alloc", v.alloc] if v.alloc else []
-            build = "mvmm" if v.build is None else f"mvmm-{v.build}"
-            w += ["--report", f"/tmp/boot-bench/{tag}.report.json"] if reporting[build] else []
-        words.append((tag, args.run_timeout, v.function(), w))
+        build = "mvmm" if v.build is None else f"mvmm-{v.build}"
+        report = f"/tmp/boot-bench/{tag}.report.json" if v.vmm == "mvmm" and reporting[build] else None
+        words.append((tag, args.run_timeout, v.function(), vmm_words(vm_guest, machines[mi], v, args.qemu_firmware,
+                                                                     report)))
 
     def progress(run):
         mi, v = placed[run.tag]
@@ -116,20 +132,25 @@ def measure(args, guest, machines, kinds):
 
     axes = varying_axes(machines)
     extra = {"mvmm_b": binaries["mvmm-b"]} if "mvmm-b" in binaries else {}
-    filler = guest_image("io_tool") if args.io else None
+    qcow2 = [m for m in machines if m.format == "qcow2"]
+    filler = guest_image("io_tool") if args.io or qcow2 else None
+    qemu_img = [qemu_img_binary()] if qcow2 else []
     config = HostConfig(mvmm=binaries.get("mvmm", binaries.get("mvmm-a")), peer_qemu=not args.no_qemu,
                         files=tuple(f for f in (guest.kernel, guest.initrd, filler) if f), cpus=args.host_cpus,
                         verbose=args.host_verbose, disk_images=tuple(guest.images),
-                        binaries=tuple(p for p in extra.values() if p != binaries.get("mvmm-a")))
+                        binaries=tuple(p for p in extra.values() if p != binaries.get("mvmm-a")) + tuple(qemu_img))
     per_host = (args.rounds_per_host or args.warmup + args.reps) * len(machines) * len(kinds)
     hugepages = max((m.hugepages_needed() for m in machines if m.hugepages == "2M"), default=0)
     say(f"{len(plan)} boots ({len(machines)} configuration(s) x {', '.join(v.name for v in kinds)} x "
         f"{args.warmup} warm-up + {args.reps} rounds), {args.rounds_per_host or args.warmup + args.reps} rounds per "
         f"test host boot, at most {args.run_timeout:g} s each")
     started, load_before = time.monotonic(), os.getloadavg()[0]
-    script = functools.partial(host_script, "boot-bench", max(m.disks for m in machines), binaries=extra,
+    disk_mib = args.io_disk_mib if args.io else DISK_SIZE_MIB
+    overlays = (max(m.disks for m in qcow2), disk_mib, filler, args.cluster_size) if qcow2 else None
+    script = functools.partial(host_script, "boot-bench", max((m.disks for m in machines if m.format == "raw"),
+                                                              default=0), binaries=extra,
                                hugepages=hugepages, memory_at=IO_DONE if args.io else None,
-                               filled=(args.io_disk_mib, filler) if args.io else None)
+                               filled=(args.io_disk_mib, filler) if args.io else None, overlays=overlays)
     record = lambda run: results.record(run, machines[placed[run.tag][0]].label(axes), placed[run.tag][1],
                                         expected(placed[run.tag][0]), not args.no_markers, args.io)
     records, notes, codes, console = in_test_hosts(config, args.run_timeout, runs, words, per_host, script, record,
@@ -137,6 +158,8 @@ def measure(args, guest, machines, kinds):
     setup = {"reps": args.reps, "warmup": args.warmup, "guest": vars(guest) | {"images": list(guest.images)},
              "io": {"seconds": args.io_seconds, "disk_mib": args.io_disk_mib, "filler": binary_id(Path(filler))}
              if args.io else None,
+             "qcow2": {"disk_mib": disk_mib, "cluster_bytes": args.cluster_size, "l2_cache_size": args.l2_cache_size,
+                       "qemu_img": binary_id(Path(qemu_img[0]))} if qcow2 else None,
              "machines": [vars(m) for m in machines], "variants": [v.name for v in kinds],
              "mvmm": {name: binary_id(path) for name, path in binaries.items()}, "qemu": not args.no_qemu,
              "qemu_firmware": args.qemu_firmware, "host_cpus": args.host_cpus, "run_timeout_s": args.run_timeout,

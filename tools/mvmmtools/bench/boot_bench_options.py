@@ -6,6 +6,7 @@ confidence intervals, plots, and a gate against a threshold.
   tools/boot-bench [--reps 5] [--disks 0,1,64] [--disk-bus rootport,root] [--memory 512M,1G]
                    [--hugepages none,2M] [--prealloc off,on] [--cpus 1,2] [--trim-policies off,batch,drain,adaptive]
                    [--request-allocs pool,malloc,calloc] [--io [--io-seconds 5] [--io-disk-mib 256]]
+                   [--disk-format raw,qcow2 [--l2-cache-size 4M] [--cluster-size 64K] [--cache-allocs mapping,heap]]
                    [--mvmm PATH | --mvmm-a PATH --mvmm-b PATH] [--no-qemu] [--qemu-firmware seabios|qboot]
                    [--kernel FILE] [--initrd FILE] [--cmdline TEXT] [--disk-image FILE]... [--no-markers]
                    [--out DIR] [--json FILE] [--plots png|svg|none]
@@ -44,10 +45,21 @@ so that two identical builds fail in about 5% of runs at most (tools/mvmmtools/b
 checks that on recorded noise). Fewer than 3 rounds (unpaired: 3 on each side) can flag nothing: the gate passes.
 The bootstrap intervals in the summary are for reading, not for the gate: tools/mvmmtools/bench/stats.py says why.
 
---io: the memory-policy experiment (README.md, "Benchmarks"): the guest (guest-images/scripts/io-bench) reads a
-filled disk with O_DIRECT, 4 KiB random then 64 KiB sequential reads at depth 32, --io-seconds each; mvmm once per
---request-allocs x --trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, memory at the
-guest's io-done marker, trims; the summary has a row per variant.
+--io: the memory-policy experiment (README.md, "Benchmarks"): the guest (guest-images/scripts/io-bench) reads its
+filled disks with O_DIRECT, 4 KiB random reads over every disk at once (32 / disks in flight on each, at least one),
+then 64 KiB sequential reads of the first at depth 32, --io-seconds each; mvmm once per --request-allocs x
+--trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, boot and workload times, memory
+at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant.
+
+--disk-format qcow2: the --disks disks are qcow2 overlays (`qemu-img create -f qcow2 -b base.qcow2 -F qcow2`),
+made in the test host, of one qcow2 base of --io-disk-mib MiB (without --io: 64 MiB) with --cluster-size clusters,
+every one allocated and filled with mvmm-io's pattern, so reads go through the base's L2 tables; the overlays are
+empty. mvmm gets `--disk path,format=qcow2[,l2-cache-size=X]` (its caches' sizes hold for the whole backing
+chain), QEMU `-drive ...,format=qcow2[,l2-cache-size=X]` (the overlay's; the base keeps QEMU's default, which
+covers the whole of a base this small). `--disk-format raw,qcow2` makes both kinds of disk and boots every variant
+on each, in the same test host boot. --cache-allocs: every mvmm build once per --cache-alloc mode (the qcow2
+caches as one mapping per cache, or one heap allocation per table); QEMU boots once. With --io the random reads
+cover the whole of every disk (one reader per disk), so the caches fill.
 
 --hotplug-cycles N: the hot-plug experiment instead of boots (tools/mvmmtools/bench/hotplug.py): in one test host
 boot, a guest per variant takes N virtio-blk disks one after another (add-disk, the guest writes and reads the disk
@@ -65,12 +77,15 @@ failed) exits 125, which `git bisect run` takes as "skip this commit".
 import argparse
 from pathlib import Path
 
-from mvmmtools.bench.guest_config import DISK_BUSES, DISK_KINDS, HUGEPAGE_SIZES, MAX_DISKS, QEMU_FIRMWARE, size_bytes
+from mvmmtools.bench.guest_config import (DISK_BUSES, DISK_FORMATS, DISK_KINDS, HUGEPAGE_SIZES, MAX_DISKS,
+                                          QEMU_FIRMWARE, size_bytes)
 from mvmmtools.testhost import DEFAULT_MVMM, HOST_CPUS
 
 TRIM_POLICIES = ("off", "batch", "drain", "adaptive")
 REQUEST_ALLOCS = ("pool", "malloc", "calloc")
 IO_POLICIES = ["off", "drain", "adaptive"]  # --io's default trim policies
+CACHE_ALLOCS = ("mapping", "heap")  # mvmm's --cache-alloc
+QCOW2_CLUSTER_SIZE = "64K"  # qemu-img's default
 
 
 def listed(kind, choices=None):
@@ -98,6 +113,24 @@ def on_off(text):
     return {"on": True, "off": False}[text]
 
 
+def check_qcow2(ap, args):
+    """The qcow2 options: sizes QEMU and mvmm both read, and only with qcow2 disks."""
+    if "qcow2" not in args.disk_format:
+        if args.l2_cache_size or args.cache_allocs or args.cluster_size != QCOW2_CLUSTER_SIZE:
+            ap.error("--l2-cache-size, --cluster-size and --cache-allocs need --disk-format qcow2")
+        return
+    if 0 in args.disks:
+        ap.error("--disk-format qcow2 needs --disks 1 or more")
+    try:
+        cluster = size_bytes(args.cluster_size)
+        cache = size_bytes(args.l2_cache_size) if args.l2_cache_size else 1
+    except ValueError:
+        cluster = cache = 0
+    if not 512 <= cluster <= 2 << 20 or cluster & (cluster - 1) or cache < 1:
+        ap.error("--cluster-size takes a power of two from 512 to 2M, --l2-cache-size a size like 4M")
+    args.cluster_size = cluster
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="boot-bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,7 +147,8 @@ def parse_args(argv):
     m = ap.add_argument_group("the matrix (comma-separated lists): the configurations, and the variants that boot "
                               "each")
     m.add_argument("--disks", type=listed(int),
-                   help="sparse 64 MiB disks (default 0); --io: disks of --io-disk-mib, filled (default 1)")
+                   help="sparse 64 MiB disks (default 0); --io: disks of --io-disk-mib, filled (default 1); "
+                        "--disk-format qcow2: overlays of a filled base")
     m.add_argument("--disk-bus", type=listed(str, DISK_BUSES), default=["rootport"],
                    help="each disk behind its own PCIe root port, or on bus 0 (default rootport)")
     m.add_argument("--disk-kind", type=listed(str, DISK_KINDS), default=["blk"],
@@ -129,6 +163,14 @@ def parse_args(argv):
                    help="every mvmm build once per policy (default: mvmm's default policy; --io: off,drain,adaptive)")
     m.add_argument("--request-allocs", type=listed(str, REQUEST_ALLOCS), metavar="M,M,...",
                    help="every mvmm build once per --request-alloc mode (default: mvmm's; --io: pool,malloc,calloc)")
+    m.add_argument("--disk-format", type=listed(str, DISK_FORMATS), default=["raw"], metavar="raw,qcow2",
+                   help="the --disks disks: raw images (default), or qcow2 overlays of one filled base (above)")
+    m.add_argument("--l2-cache-size", metavar="SIZE", help="qcow2: l2-cache-size= for mvmm and QEMU (e.g. 4M; "
+                                                           "default: each VMM's)")
+    m.add_argument("--cluster-size", default=QCOW2_CLUSTER_SIZE, metavar="SIZE",
+                   help=f"qcow2: the base's cluster size, 512 to 2M (default {QCOW2_CLUSTER_SIZE})")
+    m.add_argument("--cache-allocs", type=listed(str, CACHE_ALLOCS), metavar="M,M",
+                   help="qcow2: every mvmm build once per --cache-alloc mode (default: mvmm's)")
     m.add_argument("--mvmm", type=Path, default=DEFAULT_MVMM, help=f"the mvmm binary (default {DEFAULT_MVMM})")
     m.add_argument("--mvmm-a", type=Path, help="build A (the reference) of an A/B comparison")
     m.add_argument("--mvmm-b", type=Path, help="build B (the candidate)")
@@ -138,7 +180,7 @@ def parse_args(argv):
     w = ap.add_argument_group("the I/O workload (see --io above)")
     w.add_argument("--io", action="store_true", help="the guest runs the I/O workloads; rates and memory reported")
     w.add_argument("--io-seconds", type=int, default=5, help="each workload's length in the guest (default 5)")
-    w.add_argument("--io-disk-mib", type=int, default=256, help="the disk's size in MiB (default 256)")
+    w.add_argument("--io-disk-mib", type=int, default=256, help="each disk's size in MiB (qcow2: the base's; default 256)")
     r = ap.add_argument_group("runs")
     r.add_argument("--reps", type=int, default=5, help="measured rounds (default 5)")
     r.add_argument("--warmup", type=int, default=0, help="uncounted rounds first (default 0)")
@@ -173,6 +215,8 @@ def parse_args(argv):
         ap.error("--io needs virtio-blk disks (--disks 1 or more), --io-seconds 1..3600 and --io-disk-mib >= 1")
     if args.scsi is not None:
         args.disks, args.disk_kind = [args.scsi], ["scsi"]
+    check_qcow2(ap, args)
+    args.cache_allocs = args.cache_allocs or [None]
     if args.reps < 1 or args.warmup < 0 or (args.rounds_per_host or 1) < 1:
         ap.error("--reps and --rounds-per-host must be at least 1 and --warmup not negative")
     if any(not 0 <= d <= MAX_DISKS for d in args.disks) or any(not 1 <= c <= 255 for c in args.cpus):

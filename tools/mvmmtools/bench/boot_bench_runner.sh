@@ -46,6 +46,28 @@ bb_disks() {
 	done
 }
 
+# bb_overlays N MIB FILLER CLUSTER: N qcow2 overlays $BB_DIR/overlay0.qcow2 ... of one qcow2 base
+# $BB_DIR/base.qcow2 of MIB MiB with CLUSTER-byte clusters, every cluster allocated and holding `FILLER fill`'s
+# pattern (so the guest's reads go through the base's L2 tables and check what they read); the overlays are empty.
+bb_overlays() {
+	{
+		"$3" fill "$BB_DIR/base.raw" "$2" &&
+			qemu-img convert -f raw -O qcow2 -o "cluster_size=$4" "$BB_DIR/base.raw" "$BB_DIR/base.qcow2" &&
+			rm "$BB_DIR/base.raw"
+	} || {
+		echo "BOOTBENCH-ERROR cannot make $BB_DIR/base.qcow2"
+		return 1
+	}
+	_i=0
+	while [ "$_i" -lt "$1" ]; do
+		qemu-img create -q -f qcow2 -b "$BB_DIR/base.qcow2" -F qcow2 "$BB_DIR/overlay$_i.qcow2" || {
+			echo "BOOTBENCH-ERROR cannot make $BB_DIR/overlay$_i.qcow2"
+			return 1
+		}
+		_i=$((_i + 1))
+	done
+}
+
 # bb_hugepages N: reserves N hugepages of the default size (2 MiB) for the runs.
 bb_hugepages() {
 	echo "$1" >/proc/sys/vm/nr_hugepages

@@ -7,6 +7,8 @@ GUEST_MEMORY, GUEST_CPUS = "512M", 2
 GUEST_CMDLINE = "console=ttyS0 quiet mvmm.script=markers"
 DISK_SIZE_MIB = 64  # the sparse disks of --disks
 DISK_DIR = "/tmp/boot-bench"  # where the runs' disks are made (boot_bench_runner.sh's BB_DIR)
+# The disks' format: raw images, or qcow2 overlays of one filled qcow2 base (bb_overlays in boot_bench_runner.sh).
+DISK_FORMATS = ("raw", "qcow2")
 QEMU_SINGLE_SLOTS = range(2, 31)  # q35's free slots 2..30 (0: host bridge, 1: VGA, 31: ICH9)
 MAX_DISKS = len(QEMU_SINGLE_SLOTS) * 8
 QEMU_FIRMWARE = {"seabios": [], "qboot": ["-bios", "/usr/share/qemu/qboot.rom"]}
@@ -46,13 +48,16 @@ class Machine:
     prealloc: bool = False
     cpus: int = GUEST_CPUS
     queues: int = None  # request queues per virtio-blk disk, the same for every VMM (None: each VMM's default)
+    format: str = "raw"  # of the --disks disks: "raw" or "qcow2" (overlays of one base)
+    l2_cache_size: str = None  # qcow2: l2-cache-size= for every VMM (None: each VMM's default)
 
     def label(self, axes=None):
         """A short name from the axes that vary across the matrix (all of them when axes is None)."""
         parts = {"disks": f"{self.disks}{'' if self.bus == 'rootport' else '-root'} disk"
                           f"{'' if self.disks == 1 else 's'}" + ("" if self.kind == "blk" else f" {self.kind}"),
                  "memory": self.memory, "hugepages": f"hugepages {self.hugepages or 'none'}",
-                 "prealloc": "prealloc" if self.prealloc else "no prealloc", "cpus": f"{self.cpus} cpu"}
+                 "prealloc": "prealloc" if self.prealloc else "no prealloc", "cpus": f"{self.cpus} cpu",
+                 "format": self.format}
         chosen = [parts[a] for a in (axes if axes is not None else parts) if a in parts]
         return ", ".join(chosen) or parts["disks"]
 
@@ -65,10 +70,24 @@ def varying_axes(machines):
     """The Machine fields whose value differs across the matrix ('disks' also for bus and kind)."""
     axes = []
     for axis, fields in (("disks", ("disks", "bus", "kind")), ("memory", ("memory",)),
-                         ("hugepages", ("hugepages",)), ("prealloc", ("prealloc",)), ("cpus", ("cpus",))):
+                         ("hugepages", ("hugepages",)), ("prealloc", ("prealloc",)), ("cpus", ("cpus",)),
+                         ("format", ("format",))):
         if len({tuple(getattr(m, f) for f in fields) for m in machines}) > 1:
             axes.append(axis)
     return axes
+
+
+def disk_path(machine, i, disk_dir=DISK_DIR):
+    """The i-th of the machine's --disks disks where the VMM runs."""
+    return f"{disk_dir}/" + (f"overlay{i}.qcow2" if machine.format == "qcow2" else f"disk{i}.img")
+
+
+def qcow2_options(machine):
+    """',format=qcow2[,l2-cache-size=X]' for qcow2 disks, the same keys for mvmm and QEMU; '' for raw ones (mvmm
+    builds before qcow2, e.g. in a bisect, know no format key)."""
+    if machine.format != "qcow2":
+        return ""
+    return ",format=qcow2" + (f",l2-cache-size={machine.l2_cache_size}" if machine.l2_cache_size else "")
 
 
 def mvmm_args(guest, machine, disk_dir=DISK_DIR):
@@ -82,7 +101,8 @@ def mvmm_args(guest, machine, disk_dir=DISK_DIR):
     if machine.kind == "scsi":
         words += ["--scsi-controller", f"id=c0{bus}", "--empty-root-ports", str(scsi_empty_ports(machine.bus))]
         bus, lun = "", ",controller=c0"
-    words += [w for i in range(machine.disks) for w in ("--disk", f"path={disk_dir}/disk{i}.img{bus}{lun}")]
+    words += [w for i in range(machine.disks)
+              for w in ("--disk", f"path={disk_path(machine, i, disk_dir)}{qcow2_options(machine)}{bus}{lun}")]
     words += [w for image in guest.images for w in ("--disk", f"path={image},readonly=on{lun}")]
     return words
 
@@ -100,8 +120,8 @@ def qemu_slot(i, count):
 
 
 def qemu_disk_options(drives, bus="rootport", queues=None):
-    """QEMU options for drives = [(drive options)]: each a virtio-blk-pci behind its own pcie-root-port, or on
-    bus 0 (bus="root"), with `queues` request queues (None: QEMU's default, one per vCPU)."""
+    """QEMU options for drives = [(drive options: file, format, ...)]: each a virtio-blk-pci behind its own
+    pcie-root-port, or on bus 0 (bus="root"), with `queues` request queues (None: QEMU's default, one per vCPU)."""
     words = []
     for i, drive in enumerate(drives):
         addr = qemu_slot(i, len(drives))
@@ -111,13 +131,13 @@ def qemu_disk_options(drives, bus="rootport", queues=None):
         else:
             device = f"virtio-blk-pci,drive=d{i},bus=pcie.0,addr={addr}"
         device += f",num-queues={queues}" if queues else ""
-        words += ["-drive", f"{drive},if=none,format=raw,id=d{i}", "-device", device]
+        words += ["-drive", f"{drive},if=none,id=d{i}", "-device", device]
     return words
 
 
 def qemu_scsi_options(drives, bus="rootport"):
     """QEMU options for the same layout as mvmm's with kind "scsi": pcie-root-ports, a virtio-scsi-pci behind the
-    first (or on bus 0 after them), drives = [(drive options)] as scsi-hd LUNs 0.. of target 0."""
+    first (or on bus 0 after them), drives = [(drive options: file, format, ...)] as scsi-hd LUNs 0.. of target 0."""
     ports = SCSI_ROOT_PORTS
     words = [w for i in range(ports) for w in
              ("-device", f"pcie-root-port,id=rp{i},chassis={i + 1},bus=pcie.0,addr={qemu_slot(i, ports)}")]
@@ -125,7 +145,7 @@ def qemu_scsi_options(drives, bus="rootport"):
     words += ["-device", "virtio-scsi-pci,id=scsi0," + ("bus=rp0" if bus == "rootport" else
                                                          f"bus=pcie.0,addr={after_ports:#x}.0")]
     for i, drive in enumerate(drives):
-        words += ["-drive", f"{drive},if=none,format=raw,id=d{i}",
+        words += ["-drive", f"{drive},if=none,id=d{i}",
                   "-device", f"scsi-hd,drive=d{i},bus=scsi0.0,channel=0,scsi-id=0,lun={i}"]
     return words
 
@@ -146,8 +166,9 @@ def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR):
     words = QEMU_FIRMWARE[firmware] + qemu_memory_options(machine)
     words += ["-smp", str(machine.cpus), "-nic", "none", "-kernel", guest.kernel]
     words += (["-initrd", guest.initrd] if guest.initrd else []) + ["-append", guest.cmdline]
-    drives = [f"file={disk_dir}/disk{i}.img" for i in range(machine.disks)]
-    drives += [f"file={image},readonly=on" for image in guest.images]
+    drives = [f"file={disk_path(machine, i, disk_dir)}" + (qcow2_options(machine) or ",format=raw")
+              for i in range(machine.disks)]
+    drives += [f"file={image},format=raw,readonly=on" for image in guest.images]
     if machine.kind == "scsi":
         return words + qemu_scsi_options(drives, machine.bus)
     return words + qemu_disk_options(drives, machine.bus, machine.queues)
@@ -161,6 +182,7 @@ class Variant:
     build: str = None  # "a" or "b" with two mvmm builds, None with one
     policy: str = None  # --trim-policy, None: mvmm's default
     alloc: str = None  # --request-alloc, None: mvmm's default
+    cache_alloc: str = None  # --cache-alloc (qcow2 caches: "mapping" or "heap"), None: mvmm's default
     extra: tuple = field(default_factory=tuple)
 
     def function(self):

@@ -105,7 +105,7 @@ def io(plt, summary):
     if not bars:
         return None
     return _panels(plt, summary, bars, (12, 0.4), "Reads in the guest (O_DIRECT)",  # each inverts its own y axis
-                   [([("randread_iops", "4 KiB random, depth 32")], 1.0, "IOPS (median)"),
+                   [([("randread_iops", "4 KiB random, every disk")], 1.0, "IOPS (median)"),
                     ([("seqread_mib_s", "64 KiB sequential, depth 32")], 1.0, "MiB/s (median)")])
 
 

@@ -30,10 +30,12 @@ REPORT = [("r_first_kvm_run_ms", "first KVM_RUN ms"), ("r_first_serial_byte_ms",
           ("r_vmm_peak_rss_kib", "VMM peak RSS KiB"), ("r_trims", "trims"), ("r_trim_ms", "trim ms"),
           ("r_rcu_batches", "RCU batches"), ("r_rcu_callbacks", "RCU callbacks"), ("r_as_rebuilds", "AS rebuilds"),
           ("r_as_rebuild_ms", "AS rebuild ms"), ("r_vm_exits", "VM exits"), ("r_exits_io", "I/O exits"),
-          ("r_exits_mmio", "MMIO exits")]
+          ("r_exits_mmio", "MMIO exits"), ("r_cache_resident_kib", "qcow2 caches resident KiB"),
+          ("r_cache_allocated_kib", "qcow2 caches allocated KiB"), ("r_l2_misses", "qcow2 L2 misses")]
 # The guest's I/O workloads (boot-bench --io: guest-images/scripts/io-bench), timed inside the guest.
 IO = [("randread_iops", "4K random read IOPS"), ("randread_mib_s", "4K random read MiB/s"),
-      ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s")]
+      ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s"),
+      ("workload_s", "init -> io-done s")]
 GATED = [k for k, _ in SEGMENTS if k != "to_init_s"] + [k for k, _ in SETUP]
 RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib"]
 IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib"]
@@ -61,6 +63,7 @@ def report_figures(doc):
     by_policy = trim.get("by_policy", {})
     spaces = doc.get("address_spaces") or {}
     exits = doc.get("vm_exits") or {}
+    caches = doc.get("disk_caches") or {}
     after_disks = memory.get("heap_after_disks") or {}
     # The timeline's events are numbers; its per-device list gives the last device the guest's driver took.
     found = {f"r_{k}_ms": ms(v) for k, v in timeline.items() if not isinstance(v, list)}
@@ -80,7 +83,10 @@ def report_figures(doc):
         "r_as_rebuilds": sum(s.get("rebuilds", 0) for s in spaces.values()) if spaces else None,
         "r_as_rebuild_ms": ms(sum(s.get("rebuild_ns", 0) for s in spaces.values())) if spaces else None,
         "r_vm_exits": exits.get("total"),
-        "r_exits_io": exits.get("by_kind", {}).get("io"), "r_exits_mmio": exits.get("by_kind", {}).get("mmio")})
+        "r_exits_io": exits.get("by_kind", {}).get("io"), "r_exits_mmio": exits.get("by_kind", {}).get("mmio"),
+        "r_cache_resident_kib": kib(caches.get("resident_bytes")),
+        "r_cache_allocated_kib": kib(caches.get("allocated_bytes")),
+        "r_l2_misses": sum(i["l2"]["misses"] for i in caches["images"]) if caches.get("images") else None})
     return found
 
 
@@ -90,9 +96,9 @@ def record(run, config, variant, disks, markers=True, io=False):
     f = run.figures(disks)
     return {"tag": run.tag, "phase": run.phase, "rep": run.rep, "config": config, "variant": variant.name,
             "vmm": variant.vmm, "build": variant.build, "policy": variant.policy, "alloc": variant.alloc,
-            "code": run.code, "expected_disks": disks, "markers": markers, "io": io,
-            "problems": run.problems(disks, markers, io),
-            **f, **segments(f), **report_figures(run.report), "run": asdict(run)}
+            "cache_alloc": variant.cache_alloc, "code": run.code, "expected_disks": disks, "markers": markers,
+            "io": io, "problems": run.problems(disks, markers, io), **f, **segments(f),
+            "workload_s": _minus(f["io_done_s"], f["init_s"]), **report_figures(run.report), "run": asdict(run)}
 
 
 def rederived(stored):
@@ -100,7 +106,8 @@ def rederived(stored):
     fields = Run.__dataclass_fields__
     run = Run(**{k: v for k, v in stored["run"].items() if k in fields})
     run.lines = [tuple(line) for line in run.lines]
-    variant = Variant(stored["variant"], stored["vmm"], stored["build"], stored["policy"], stored.get("alloc"))
+    variant = Variant(stored["variant"], stored["vmm"], stored["build"], stored["policy"], stored.get("alloc"),
+                      stored.get("cache_alloc"))
     return record(run, stored["config"], variant, stored["expected_disks"], stored["markers"], stored.get("io"))
 
 

@@ -68,12 +68,14 @@ def runner_script(tool, disks, kernel, initrd, runs, qemu_firmware="seabios", mv
                        mvmm_env)
 
 
-def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, filled=None, memory_at=None):
+def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, filled=None, memory_at=None,
+                overlays=None):
     """The runner's helpers, one exec-function per VMM binary (vmm_mvmm runs $MVMM, vmm_qemu the peer QEMU,
-    binaries = {name: path} adds vmm_NAME), `disks` sparse disks (filled = (MiB, mvmm-io): disks of that size
-    holding its pattern), `hugepages` 2 MiB pages reserved, the memory read at the guest's line matching the awk
-    regex `memory_at` (default: its poweroff marker), then runs = [(tag, limit_s, function name, [arguments])] in
-    order."""
+    binaries = {name: path} adds vmm_NAME), `disks` sparse raw disks (filled = (MiB, mvmm-io): disks of that size
+    holding its pattern), overlays = (N, MiB, mvmm-io, cluster bytes): N qcow2 overlays of a base of that size
+    holding the pattern (qemu-img on the PATH), `hugepages` 2 MiB pages reserved, the memory read at the guest's
+    line matching the awk regex `memory_at` (default: its poweroff marker), then runs = [(tag, limit_s, function
+    name, [arguments])] in order."""
     env = quote(mvmm_env) + " " if mvmm_env else ""
     lines = [RUNNER.read_text(), f"# written by tools/{tool}",
              # exec: the background job's process is the VMM itself, whose /proc entry the runner reads.
@@ -82,6 +84,8 @@ def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, fill
     lines += [f'vmm_{name}() {{ {env}exec {shlex.quote(str(path))} "$@"; }}' for name, path in (binaries or {}).items()]
     lines += [f"BB_MEM_AT={shlex.quote(memory_at)}"] if memory_at else []
     lines.append(f"bb_disks {disks} {quote([str(w) for w in filled or (DISK_SIZE_MIB,)])} || exit 1")
+    if overlays:
+        lines.append(f"bb_overlays {quote([str(w) for w in overlays])} || exit 1")
     if hugepages:
         lines.append(f"bb_hugepages {hugepages} || exit 1")
     for tag, limit, function, words in runs:

@@ -70,6 +70,7 @@ class Run:
             "init_s": self.since_exec(marker("init")),
             "all_disks_s": self.since_exec(marker("disk") if disks else marker("cpus"), last=True),
             "exit_s": None if self.end is None else round(self.end - self.begin, 3),
+            "io_done_s": self.since_exec(marker("io-done")),
             "peak_rss_kib": hwm,
             "guest_ram_rss_kib": guest,
             "beyond_guest_kib": hwm - guest if hwm is not None and guest is not None else None,

@@ -125,11 +125,34 @@ def io_line(tag, workload, iops, block, mismatches=0):
             "errors=0")
 
 
-# mvmm-a and QEMU ran both workloads (QEMU 20% faster), mvmm-b's guest printed none.
+# mvmm-a and QEMU ran both workloads (QEMU 20% faster) and got to io-done, mvmm-b's guest printed none.
 IO_TRANSCRIPT = "\n".join([TRANSCRIPT] + [io_line(tag, workload, iops, block) for tag, scale in
                                             (("r1.c0.mvmm-a", 1.0), ("r1.c0.qemu", 1.2))
                                             for workload, iops, block in (("randread", int(10000 * scale), 4096),
-                                                                          ("seqread", int(1000 * scale), 65536))])
+                                                                          ("seqread", int(1000 * scale), 65536))] +
+                          [f"BOOTBENCH-LINE {tag} {t} MVMM-MARK io-done 60.0"
+                           for tag, t in (("r1.c0.mvmm-a", 111.0), ("r1.c0.qemu", 290.0))])
+
+
+class Qcow2Caches(unittest.TestCase):
+    REPORT = {"disk_caches": {"resident_bytes": 3 << 20, "allocated_bytes": 5 << 20, "images": [
+        {"path": "/tmp/boot-bench/overlay0.qcow2", "l2": {"misses": 7}, "refcount": {"misses": 1}},
+        {"path": "/tmp/boot-bench/base.qcow2", "l2": {"misses": 40}, "refcount": {"misses": 0}}]}}
+
+    def test_totals_from_the_report(self):
+        f = results.report_figures(self.REPORT)
+        self.assertEqual((f["r_cache_resident_kib"], f["r_cache_allocated_kib"], f["r_l2_misses"]),
+                         (3072, 5120, 47))
+
+    def test_a_report_without_disk_caches_has_none(self):
+        f = results.report_figures({"exit": {"code": 0}})
+        self.assertEqual((f["r_cache_resident_kib"], f["r_cache_allocated_kib"], f["r_l2_misses"]), (None,) * 3)
+
+    def test_the_cache_mode_survives_rederiving(self):
+        run = collected(TRANSCRIPT)[0]
+        stored = results.record(run, "1 disk", Variant("mvmm-heap-off", "mvmm", None, "off", None, "heap"), 1)
+        again = results.rederived(stored)
+        self.assertEqual((again["cache_alloc"], again["policy"]), ("heap", "off"))
 
 
 class IoWorkloads(unittest.TestCase):
@@ -141,6 +164,12 @@ class IoWorkloads(unittest.TestCase):
         self.assertEqual((a["randread_iops"], a["randread_mib_s"]), (10000, 39.1))
         self.assertEqual((qemu["seqread_iops"], qemu["seqread_mib_s"]), (1200, 75.0))
         self.assertEqual(a["problems"], [])
+
+    def test_workload_time_from_init_to_io_done(self):
+        a, b, qemu = self.records
+        self.assertAlmostEqual(a["workload_s"], 111.0 - 92.98, 3)
+        self.assertAlmostEqual(qemu["workload_s"], 290.0 - 283.74, 3)
+        self.assertIsNone(b["workload_s"])
 
     def test_a_missing_or_mismatching_workload_is_a_problem(self):
         self.assertEqual(self.records[1]["problems"], ["no randread result", "no seqread result"])
@@ -166,9 +195,11 @@ class IoWorkloads(unittest.TestCase):
         doc = {"config": config, "records": self.records, "summary": results.summarize(self.records),
                "ratios": results.ratios(self.records), "problems": []}
         text = tables.report(doc)
-        self.assertIn("1 disk: I/O in the guest", text)
-        row = next(line for line in text.splitlines() if line.startswith("mvmm-a "))
-        self.assertEqual(row.split()[1:5], ["10000", "39.1", "1000", "62.5"])
+        self.assertIn("1 disk: boot and I/O in the guest", text)
+        rows = [line.split() for line in text.splitlines() if line.startswith("mvmm-a ")]
+        self.assertEqual(rows[0][1:7], ["62.17", "10000", "39.1", "1000", "62.5", "18.02"])
+        self.assertEqual(rows[1][3:5], ["0.2", "0.3"])  # heap Rss and size
+        self.assertEqual(rows[1][7:], ["-", "-"])  # this mvmm build reported no qcow2 caches
         self.assertIn("mvmm-b [0/1 ok]", text)
 
 
