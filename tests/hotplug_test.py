@@ -47,12 +47,19 @@ def cycles(run):
     return rows
 
 
+# The guest waits for the host to end the VM (guest-images/scripts/hotplug).
+QUIT = """
+until grep -q "MVMM-MARK hotplug-done" "$MVMM_LOG"; do sleep 0.1; done
+echo "QUIT $(ctl quit)"
+"""
+
+
 def cycles_run():
     # The policy changes half way: the cycles run in two halves.
     half = CYCLES // 2
     companion = (f"HP_CYCLES={half}; HP_MODE=eject\n" + COMPANION +
                  'echo "POLICY $(ctl set-memory-policy trim-policy=adaptive trim-factor=50)"\n' +
-                 f"HP_FIRST={half}; HP_CYCLES={CYCLES}\n" + COMPANION)
+                 f"HP_FIRST={half}; HP_CYCLES={CYCLES}\n" + COMPANION + QUIT)
     run = hotplug_run(f"mvmm.script=hotplug mvmm.cycles={CYCLES}", companion)
     run.run_timeout = 120 + 5 * CYCLES  # a hang guard: a boot, and cycles that take ~1.3 s here
     return run
@@ -77,7 +84,7 @@ until grep -qE "hotplug-written [0-9.]+ i=0 block=20([^0-9]|$)" "$MVMM_LOG"; do 
 echo "REMOVE $(ctl remove-disk id=disk0)"
 echo "BAD twice $(ctl remove-disk id=disk0)"
 while ctl query-disks | grep -q '"id":"disk0"'; do sleep 0.05; done
-"""
+""" + QUIT
 
 
 def test_hotplug_cycles_leak_nothing():

@@ -66,7 +66,11 @@ def script(cycles, policies, qemu, ctl, direct):
         lines += [f'echo "HP-BENCH-BEGIN {name}"', f"MVMM_LOG=/tmp/hotplug-{name}.log",
                   f'(sleep 0; {exec_} timeout -s KILL {limit} {command}) >"$MVMM_LOG" 2>&1 & vmm=$!',
                   "sleep 1", f"HP_VMM={vmm}; HP_SOCKET={socket}; HP_CYCLES={cycles}; HP_MODE=eject",
-                  CYCLES_SCRIPT.read_text(), 'wait $vmm; code=$?',
+                  CYCLES_SCRIPT.read_text(),
+                  # The guest waits for the host to end the VM (guest-images/scripts/hotplug).
+                  'until grep -q "MVMM-MARK hotplug-done" "$MVMM_LOG"; do sleep 0.1; done',
+                  'if [ "$HP_VMM" = qemu ]; then qmp quit; else ctl quit; fi >/dev/null',
+                  'wait $vmm; code=$?',
                   'grep -a "exit stats" "$MVMM_LOG"', f'echo "HP-BENCH-END {name} $code"']
     return "\n".join(lines) + "\n"
 
