@@ -4,18 +4,18 @@
 
 namespace mvmm {
 
-std::chrono::seconds cache_clean_period(const DiskOptions& disks) {
+std::chrono::seconds shortest_clean_interval(const ImageVisitor& visit) {
     std::chrono::seconds shortest{0};
-    const auto consider = [&](const devices::block::ImageOptions& image) {
-        const auto interval = image.qcow2.cache_clean_interval;
+    visit([&](const devices::block::DiskImage& image) {
+        const auto interval = image.cache_clean_interval();
         if (interval.count() > 0 && (shortest.count() == 0 || interval < shortest))
             shortest = interval;
-    };
-    for (const auto& disk : disks.blk) consider(disk.image);
-    for (const auto& scsi : disks.scsi)
-        for (const auto& lun : scsi.controller.luns) consider(lun.image);
+    });
     return shortest;
 }
+
+CacheCleaner::CacheCleaner(boost::asio::io_context& io, ImageVisitor visit)
+    : CacheCleaner(io, visit, shortest_clean_interval(visit)) {}
 
 CacheCleaner::CacheCleaner(boost::asio::io_context& io, ImageVisitor visit,
                            std::chrono::seconds period)

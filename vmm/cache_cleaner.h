@@ -10,22 +10,22 @@
 #include <functional>
 
 #include "devices/block/disk_image.h"
-#include "vmm/cli/options.h"
 
 namespace mvmm {
-
-// The shortest cache-clean-interval of the disks' images; 0 when none has one.
-std::chrono::seconds cache_clean_period(const DiskOptions& disks);
 
 // Calls its argument with every image present now (the set changes with hot-plug).
 using ImageVisitor =
     std::function<void(const std::function<void(devices::block::DiskImage&)>& clean)>;
 
+// The shortest cache-clean-interval of the images `visit` gives; 0 when none has one.
+std::chrono::seconds shortest_clean_interval(const ImageVisitor& visit);
+
 class CacheCleaner {
   public:
     // Asks the images `visit` gives every `period` from `io`'s threads (never while `period`
-    // is 0).  `visit` and `io` must outlive the cleaner, and `io` must stop running before it
-    // goes.
+    // is 0; by default the shortest interval of the images there now).  `visit` and `io` must
+    // outlive the cleaner, and `io` must stop running before it goes.
+    CacheCleaner(boost::asio::io_context& io, ImageVisitor visit);
     CacheCleaner(boost::asio::io_context& io, ImageVisitor visit, std::chrono::seconds period);
     CacheCleaner(const CacheCleaner&) = delete;
     CacheCleaner& operator=(const CacheCleaner&) = delete;

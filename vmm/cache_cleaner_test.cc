@@ -13,9 +13,10 @@ namespace {
 using namespace std::chrono_literals;
 namespace block = devices::block;
 
-// Answers nothing but clean_idle, which it reports.
+// Answers nothing but clean_idle, which it reports, and its interval.
 class CountingImage final : public block::DiskImage {
   public:
+    explicit CountingImage(std::chrono::seconds interval = 1s) : interval_(interval) {}
     const std::string& path() const noexcept override { return path_; }
     block::ImageFormat format() const noexcept override { return block::ImageFormat::Qcow2; }
     uint64_t size() const noexcept override { return 0; }
@@ -30,12 +31,14 @@ class CountingImage final : public block::DiskImage {
         if (++calls == 2) second_call.set_value();
         return 0;
     }
+    std::chrono::seconds cache_clean_interval() const noexcept override { return interval_; }
 
     int calls = 0;  // on one timer: never two at once
     std::promise<void> second_call;
 
   private:
     std::string path_ = "counting";
+    std::chrono::seconds interval_;
 };
 
 // Visits the images it holds, as the machine's hot-plug registry does.
@@ -50,7 +53,7 @@ TEST(CacheCleaner, AsksEveryImageAgainAndAgain) {
     CountingImage a, b;
     io.start(2);
     {
-        CacheCleaner cleaner(io.context(), visiting({&a, &b}), 1s);
+        CacheCleaner cleaner(io.context(), visiting({&a, &b}));  // their interval: 1 s
         EXPECT_EQ(a.second_call.get_future().wait_for(60s), std::future_status::ready);
         EXPECT_EQ(b.second_call.get_future().wait_for(60s), std::future_status::ready);
         io.stop();  // before the cleaner goes
@@ -74,18 +77,12 @@ TEST(CacheCleaner, AnAddedIntervalStartsAnIdleCleanerOrShortensItsPeriod) {
     }
 }
 
-TEST(CacheCleaner, ThePeriodIsTheShortestIntervalGiven) {
-    DiskOptions disks;
-    EXPECT_EQ(cache_clean_period(disks), 0s) << "no disk";
-    disks.blk.resize(3);
-    disks.blk[0].image.qcow2.cache_clean_interval = 0s;  // never
-    disks.blk[1].image.qcow2.cache_clean_interval = 900s;
-    disks.blk[2].image.qcow2.cache_clean_interval = 700s;
-    EXPECT_EQ(cache_clean_period(disks), 700s);
-    disks.scsi.resize(1);
-    disks.scsi[0].controller.luns.resize(1);
-    disks.scsi[0].controller.luns[0].image.qcow2.cache_clean_interval = 30s;
-    EXPECT_EQ(cache_clean_period(disks), 30s);
+TEST(CacheCleaner, ThePeriodIsTheShortestIntervalOfTheImages) {
+    EXPECT_EQ(shortest_clean_interval(visiting({})), 0s) << "no disk";
+    CountingImage raw(0s), slow(900s), faster(700s), fastest(30s);
+    EXPECT_EQ(shortest_clean_interval(visiting({&raw})), 0s) << "nothing to clean";
+    EXPECT_EQ(shortest_clean_interval(visiting({&raw, &slow, &faster})), 700s);
+    EXPECT_EQ(shortest_clean_interval(visiting({&slow, &fastest, &raw})), 30s);
 }
 
 }  // namespace

@@ -125,8 +125,7 @@ json DiskHotplug::add(const json& arguments) {
     disks_.push_back({view, true, State::Present});
     context_.diagnostics.add_device(view.name, *counters);
     spdlog::info("{}: plugged into root port {}", view.name, port);
-    const auto interval = config.image.qcow2.cache_clean_interval;
-    if (image->format() == devices::block::ImageFormat::Qcow2 && interval.count() > 0)
+    if (const auto interval = image->cache_clean_interval(); interval.count() > 0)
         context_.cache_clean_interval(interval);
     return {{"id", view.id}, {"port", port}};
 }

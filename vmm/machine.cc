@@ -24,9 +24,7 @@ Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context
                   cache_cleaner_.clean_at_least_every(interval);
               }},
              board_.disks),
-      cache_cleaner_(
-          io, [this](const auto& clean) { disks_.for_each_image(clean); },
-          cache_clean_period(plan_.config.disks)) {
+      cache_cleaner_(io, [this](const auto& clean) { disks_.for_each_image(clean); }) {
     for (const auto& disk : board_.disks)
         vcpus_.diagnostics().add_device(disk.name, *disk.counters);
 }

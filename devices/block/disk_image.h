@@ -62,6 +62,8 @@ class DiskImage {
     // Drops cached metadata nobody used for the image's cache-clean-interval; the owner calls
     // it now and then (`now` may be a driven clock).  Returns how many tables went.
     virtual size_t clean_idle(std::chrono::steady_clock::time_point /*now*/) { return 0; }
+    // That interval; 0 when clean_idle() never has anything to drop (raw).
+    virtual std::chrono::seconds cache_clean_interval() const noexcept { return {}; }
 };
 
 // Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and

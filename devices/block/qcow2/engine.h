@@ -58,6 +58,7 @@ class Engine {
     IoResult write_zeroes(uint64_t offset, uint64_t length, bool may_unmap);
 
     size_t clean_idle(std::chrono::steady_clock::time_point now);
+    std::chrono::seconds clean_interval() const noexcept { return clean_interval_; }
     void add_stats(CacheStats& stats) const;
 
   private:

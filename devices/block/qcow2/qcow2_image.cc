@@ -56,6 +56,10 @@ IoResult Qcow2Image::write_zeroes(uint64_t offset, uint64_t length, bool may_unm
     return engine_->write_zeroes(offset, length, may_unmap);
 }
 
+std::chrono::seconds Qcow2Image::cache_clean_interval() const noexcept {
+    return engine_->clean_interval();
+}
+
 size_t Qcow2Image::clean_idle(std::chrono::steady_clock::time_point now) {
     return engine_->clean_idle(now);
 }

@@ -56,6 +56,7 @@ class Qcow2Image final : public DiskImage {
     // Drops the cached tables of the image and its backing files that nobody used for the
     // cache-clean-interval; calls between two cleanings only look at the clock.
     size_t clean_idle(std::chrono::steady_clock::time_point now) override;
+    std::chrono::seconds cache_clean_interval() const noexcept override;
 
   private:
     std::string path_;
