@@ -23,7 +23,8 @@ SETUP = [("r_ram_s", "start -> RAM ready"), ("r_devices_s", "RAM -> devices read
          ("r_load_s", "devices -> guest loaded"), ("r_start_s", "guest loaded -> first KVM_RUN")]
 # KiB, read from /proc/<pid> at the guest's poweroff marker, the same way for mvmm and QEMU.
 MEMORY = [("peak_rss_kib", "peak RSS"), ("beyond_guest_kib", "beyond guest RAM"), ("heap_rss_kib", "heap Rss"),
-          ("heap_size_kib", "heap size")]
+          ("heap_size_kib", "heap size"), ("arena_rss_kib", "thread arenas Rss"),
+          ("malloc_rss_kib", "malloc Rss (heap + arenas)")]
 # From mvmm's --report (mvmm only).
 REPORT = [("r_first_kvm_run_ms", "first KVM_RUN ms"), ("r_first_serial_byte_ms", "first serial byte ms"),
           ("r_heap_after_disks_kib", "heap after disks KiB"), ("r_heap_exit_kib", "heap at exit KiB"),
@@ -37,8 +38,8 @@ IO = [("randread_iops", "4K random read IOPS"), ("randread_mib_s", "4K random re
       ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s"),
       ("workload_s", "init -> io-done s")]
 GATED = [k for k, _ in SEGMENTS if k != "to_init_s"] + [k for k, _ in SETUP]
-RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib"]
-IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib"]
+RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
+IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
 LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO)
 
 
