@@ -170,6 +170,25 @@ def paired_sets(records, pairs, metrics):
                            "kind": "paired", "pairs": values}
 
 
+def format_sets(records, metrics):
+    """qcow2 against raw (boot-bench --disk-format raw,qcow2): each variant's figures on qcow2 overlays and on raw
+    disks in the same round, from the two configurations that differ only by the disks' format."""
+    by_round = rounds(records)
+    for config in names(records, "config"):
+        parts = config.split(", ")
+        if "qcow2" not in parts:
+            continue
+        raw = ", ".join("raw" if p == "qcow2" else p for p in parts)
+        for variant in names([r for r in records if r["config"] == config], "variant"):
+            for metric in metrics:
+                values = [(v[variant].get(metric), by_round[(raw, rep)][variant].get(metric))
+                          for (c, rep), v in sorted(by_round.items())
+                          if c == config and variant in v and variant in by_round.get((raw, rep), {})]
+                if any(a and b for a, b in values):
+                    yield {"config": config, "subject": f"{variant} qcow2", "reference": f"{variant} raw",
+                           "metric": metric, "kind": "paired", "pairs": values}
+
+
 def normalized(records, variant, config, metric, by="qemu"):
     """A variant's metric per round, divided by QEMU's total time in the same round (a yardstick for the test
     host's speed that cancels between runs); absolute values when `by` is None."""
@@ -212,10 +231,11 @@ def estimated(sets, level=stats.LEVEL):
 
 
 def ratios(records):
-    """mvmm/QEMU and B/A paired ratios of the times and memory figures (of the I/O rates and memory when the
-    guest ran the I/O workloads), at the default level."""
+    """mvmm/QEMU, B/A and qcow2/raw paired ratios of the times and memory figures (of the I/O rates and memory
+    when the guest ran the I/O workloads), at the default level."""
     metrics = IO_RATIO_METRICS if any(r.get("io") for r in records) else RATIO_METRICS + GATED
-    return estimated(paired_sets(records, ratio_pairs(names(records, "variant")), metrics))
+    return estimated([*paired_sets(records, ratio_pairs(names(records, "variant")), metrics),
+                      *format_sets(records, metrics)])
 
 
 def gate(records, threshold, baseline=None):

@@ -194,6 +194,20 @@ class IoWorkloads(unittest.TestCase):
         self.assertAlmostEqual(found[("mvmm-a", "randread_iops")]["point"], 10000 / 12000, 4)
         self.assertEqual({m for _, m in found}, set(results.IO_RATIO_METRICS))
 
+    def test_qcow2_against_raw_in_the_same_round(self):
+        # The same boots as overlays at 90% of the raw IOPS (boot-bench --disk-format raw,qcow2 labels the two
+        # configurations by the format alone when nothing else varies).
+        raw = [{**r, "config": "64 disks, raw"} for r in self.records]
+        qcow2 = [{**r, "config": "64 disks, qcow2", "randread_iops": r["randread_iops"] and r["randread_iops"] * 0.9}
+                 for r in self.records]
+        found = {(c["subject"], c["reference"], c["metric"]): c for c in results.ratios(raw + qcow2)}
+        for variant in ("mvmm-a", "qemu"):
+            c = found[(f"{variant} qcow2", f"{variant} raw", "randread_iops")]
+            self.assertEqual((c["config"], c["n"]), ("64 disks, qcow2", 1))
+            self.assertAlmostEqual(c["point"], 0.9, 4)
+        self.assertAlmostEqual(found[("mvmm-a qcow2", "mvmm-a raw", "seqread_iops")]["point"], 1.0, 4)
+        self.assertFalse([k for k in found if k[0].startswith("mvmm-b")])  # mvmm-b did no I/O
+
     def test_report_has_a_row_per_variant(self):
         config = {"reps": 1, "warmup": 0, "where": "here", "load_average": "1", "mvmm": {}, "wall_s": 1,
                   "guest": {"kernel": "k", "cmdline": "c"}, "io": {"seconds": 5, "disk_mib": 256}}
