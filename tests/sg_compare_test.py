@@ -19,6 +19,8 @@ import guest
 from guest import Run, expect, guest_args
 
 MiB = 1 << 20
+# Seconds each run may take in the test host (the whole test took 156 s here, 692 s while two builds ran).
+RUN_TIMEOUT = 600
 LUNS = [  # (lun, size, read-only, logical block size)
     (0, 8 * MiB, False, 512),
     (1, 4 * MiB, True, 512),
@@ -83,8 +85,10 @@ def runs(scratch):
                       f"wwn={naa(serial(lun)):#x},logical_block_size={block},physical_block_size={block},"
                       f"min_io_size={block},{QEMU_AS_MVMM}"]
     sizes = {lun: size for lun, size, *_ in LUNS}
-    return (Run(guest_args(cmdline, extra=mvmm_args), scratch_images={mvmm_images[l]: sizes[l] for l in sizes}),
-            Run(qemu_args, scratch_images={qemu_images[l]: sizes[l] for l in sizes}, peer_qemu=True))
+    return (Run(guest_args(cmdline, extra=mvmm_args), scratch_images={mvmm_images[l]: sizes[l] for l in sizes},
+                run_timeout=RUN_TIMEOUT),
+            Run(qemu_args, scratch_images={qemu_images[l]: sizes[l] for l in sizes}, peer_qemu=True,
+                run_timeout=RUN_TIMEOUT))
 
 
 def answers(run):
