@@ -103,9 +103,11 @@ IoResult Engine::link(const Extent& run, uint64_t host) {
 }
 
 // Sets the run's entries to `entry`, `entry + step`... and, with `release_old`, drops the
-// references the old entries held: in memory the refcounts first (all or nothing, so a corrupt
-// refcount leaves every entry as it was), on disk the entries first (QEMU's order: the refcount
-// cache waits for the L2 cache).
+// references the old entries held, in QEMU's order: the entries change, then the refcount
+// cache starts waiting for the L2 cache, then the refcounts drop.  In the other order a
+// refcount block written to make room in its cache while the references drop spends the
+// dependency before the entries change, and the drop can reach the file before them (issue
+// 25).  The refcounts are checked first, so a corrupt one leaves every entry as it was.
 IoResult Engine::replace_entries(const Extent& run, uint64_t entry, uint64_t step,
                                  bool release_old) {
     auto table = map_.l2_table(run.guest_offset);
@@ -113,14 +115,19 @@ IoResult Engine::replace_entries(const Extent& run, uint64_t entry, uint64_t ste
     const uint64_t bytes = run.first.kind == ClusterKind::Compressed
                                ? run.first.compressed_bytes
                                : run.first.referenced_bytes(geometry_) * run.clusters(geometry_);
-    if (release_old && bytes != 0) {
-        if (auto ordered = refcount_cache_.set_dependency(l2_cache_); !ordered) return ordered;
-        if (auto released = refcounts_.release(run.first.host_offset, bytes); !released)
-            return released;
+    const bool release = release_old && bytes != 0;
+    if (release) {
+        auto counted = refcounts_.in_use(run.first.host_offset, bytes);
+        if (!counted) return Unexpected{counted.error()};
+        if (!*counted) return io_error();
     }
     map_.set_entries(*table, run.cluster_start(geometry_), run.clusters(geometry_), entry, step);
-    // The entries are set: this request is done.  A failure to write the tables now leaves
-    // them dirty, and the guest's next flush, writing them again, reports it.
+    // The entries are set: this request is done (an allocating write's clusters are linked, so
+    // no error may send them back).  A failure to write a table from now on leaves it dirty,
+    // and the guest's next flush, writing it again, reports it; clusters whose reference it
+    // kept from dropping are leaked, never lost.
+    if (release && refcount_cache_.set_dependency(l2_cache_))
+        (void)refcounts_.release(run.first.host_offset, bytes);
     if (refcounts_.quarantine_full()) (void)flush_metadata();
     return Ok{};
 }

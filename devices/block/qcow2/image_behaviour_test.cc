@@ -16,6 +16,7 @@ namespace mvmm::devices::block::qcow2 {
 namespace {
 
 using namespace testing;
+using ::testing::AnyOfArray;
 using ::testing::HasSubstr;
 
 class Qcow2ImageTest : public ::testing::Test {
@@ -147,6 +148,45 @@ TEST_F(Qcow2ImageTest, FreeingMoreThanTheQuarantineHoldsWritesTheTablesOnTheWay)
     EXPECT_LT(file_bytes(path).size(), full + full / 4) << "most freed clusters were reused";
     expect_clean(path);
     EXPECT_TRUE(as_raw(path) == data);
+}
+
+TEST_F(Qcow2ImageTest, ARefcountDropReachesTheFileOnlyAfterTheL2TableThatDroppedIt) {
+    // 512-byte clusters: a refcount block counts 256 clusters (128 KiB of file), the refcount
+    // cache holds 4 blocks and the L2 cache 2 tables of 64 entries.  After each request the
+    // file is what a kill would leave: leaked clusters at worst.
+    const uint64_t cluster = 512, size = 1 << 20;
+    const std::string path = create("order.qcow2", "cluster_size=512", size);
+    const auto image = Qcow2Image::open(path, false, {.l2_cache_size = 2 * cluster});
+    ASSERT_TRUE(write_bytes(*image, 0, pattern(size, 5)));
+    ASSERT_TRUE(image->flush());
+    auto check = [&](const std::string& after, const std::vector<int>& allowed = {0, 3}) {
+        const RunResult check = run("qemu-img check -q -U " + path);
+        EXPECT_THAT(check.status, AnyOfArray(allowed))
+            << "after " << after << ", qemu-img check says:\n"
+            << check.output;
+    };
+    // Guest cluster g lies near host cluster g + g / 64: these are in refcount blocks 0 to 4.
+    // The first four fill the refcount cache with blocks that wait for their L2 tables.
+    for (const uint64_t guest : {10, 300, 550, 800}) {
+        ASSERT_TRUE(image->discard(guest * cluster, cluster));
+        check("discarding guest cluster " + std::to_string(guest));
+    }
+    // The fifth block's load writes one of them, and so every dirty L2 table before it, in the
+    // middle of the discard: the dependency is spent then, and must not be before the entry
+    // that drops guest cluster 1100 has changed.
+    const uint64_t evictions = image->cache_stats().refcount.evictions;
+    ASSERT_TRUE(image->discard(1100 * cluster, cluster));
+    check("discarding guest cluster 1100");
+    ASSERT_GT(image->cache_stats().refcount.evictions, evictions) << "the scenario changed";
+    // Writes into other L2 tables, that table kept in the cache by a read, write the dirty
+    // refcount blocks before the table the second write evicts.
+    ASSERT_TRUE(write_bytes(*image, 10 * cluster, pattern(cluster, 6)));
+    check("writing guest cluster 10");
+    (void)read_bytes(*image, 1100 * cluster, cluster);
+    ASSERT_TRUE(write_bytes(*image, 300 * cluster, pattern(cluster, 7)));
+    check("writing guest cluster 300");
+    ASSERT_TRUE(image->flush());
+    check("the flush", {0});
 }
 
 TEST_F(Qcow2ImageTest, ZeroingWhatAlreadyReadsAsZeroesAllocatesNothing) {
