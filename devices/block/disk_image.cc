@@ -40,6 +40,10 @@ std::string_view to_string(ImageFormat format) {
     return "?";
 }
 
+std::string_view to_string(CacheMode mode) {
+    return mode == CacheMode::None ? "none" : "writeback";
+}
+
 IoResult DiskImage::write_repeated(uint64_t offset, uint64_t length,
                                    GuestBuffers::Part pattern) const {
     if (pattern.empty()) return Unexpected{std::make_error_code(std::errc::invalid_argument)};
@@ -61,7 +65,7 @@ std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_on
     if (format == ImageFormat::Qcow2)
         throw std::runtime_error("disk image " + path +
                                  ": is a qcow2 image, which this build cannot open yet");
-    return RawImage::open(path, read_only);
+    return RawImage::open(path, read_only, options.cache);
 }
 
 std::string serial_from_file_name(std::string_view path, size_t max_bytes) {

@@ -40,12 +40,14 @@ void add_guest_options(CLI::App& app, Config& config, RawOptions& raw) {
 
 void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
-                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
-                   "[,queue-size=N][,bus=rootport|root], or a LUN of a SCSI controller: "
-                   "path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S]; repeatable");
+                   "a virtio-blk disk: path=FILE[,format=raw|qcow2][,cache=writeback|none]"
+                   "[,aio=io_uring|threads|sync][,readonly=on][,serial=S][,queues=N (default: "
+                   "one per vCPU)][,queue-size=N][,bus=rootport|root], or a LUN of a SCSI "
+                   "controller: path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S]; "
+                   "repeatable");
     app.add_option("--scsi-controller", raw.scsi_controllers,
-                   "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
-                   "[,bus=rootport|root]; repeatable");
+                   "a virtio-scsi controller: id=ID[,queues=N (default: one per vCPU)]"
+                   "[,queue-size=N][,bus=rootport|root]; repeatable");
     app.add_option("--empty-root-ports", config.empty_root_ports,
                    "PCIe root ports with nothing behind them")
         ->check(CLI::Range(0u, 248u));
@@ -79,18 +81,19 @@ void add_run_options(CLI::App& app, Config& config, RawOptions& raw) {
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
-// Controllers first: a --disk names its controller by id.
+// Controllers first: a --disk names its controller by id.  Queues default to one per vCPU.
 DiskOptions parse_disks(const std::vector<std::string>& controllers,
-                        const std::vector<std::string>& disks) {
+                        const std::vector<std::string>& disks, unsigned cpus) {
+    const auto default_queues = static_cast<uint16_t>(std::min(cpus, 0xffffu));
     DiskOptions options;
     for (const auto& text : controllers) {
-        auto controller = parse_scsi_controller_option(text);
+        auto controller = parse_scsi_controller_option(text, default_queues);
         const auto& id = controller.controller.id;
         if (std::ranges::any_of(options.scsi, [&](const auto& c) { return c.controller.id == id; }))
             throw UsageError("--scsi-controller '" + text + "': id=" + id + " is given twice");
         options.scsi.push_back(std::move(controller));
     }
-    for (const auto& text : disks) add_disk_option(text, options);
+    for (const auto& text : disks) add_disk_option(text, options, default_queues);
     return options;
 }
 
@@ -137,7 +140,7 @@ Config parse_command_line(int argc, char** argv) {
     }
     config.serial = parse_serial(raw.serial);
     config.memory = parse_memory_option(raw.memory);
-    config.disks = parse_disks(raw.scsi_controllers, raw.disks);
+    config.disks = parse_disks(raw.scsi_controllers, raw.disks, config.cpus);
     config.request_alloc = parse_request_alloc_option(raw.request_alloc);
     for (auto& disk : config.disks.blk) disk.request_alloc = config.request_alloc;
     for (auto& scsi : config.disks.scsi) scsi.controller.request_alloc = config.request_alloc;

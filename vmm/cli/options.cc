@@ -42,23 +42,44 @@ uint16_t queue_size(const OptionParser& parser) {
             .value_or(virtio::kDefaultQueueSize));
 }
 
-// format=raw|qcow2; without it the image's header decides.
+// format=raw|qcow2; without it the image's header decides.  cache=writeback|none.
 devices::block::ImageOptions image_options(const OptionParser& parser) {
+    using devices::block::CacheMode;
     using devices::block::ImageFormat;
     devices::block::ImageOptions options;
     options.format = parser.choice("format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}},
                                    ImageFormat::Auto);
+    options.cache = parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},
+                                  CacheMode::Writeback);
     return options;
 }
 
-blk::DiskConfig blk_disk(const OptionParser& parser) {
+// aio=io_uring|threads|sync; unset: io_uring where the kernel has it (the device decides).
+std::optional<devices::block::AioMode> aio_mode(const OptionParser& parser) {
+    using devices::block::AioMode;
+    if (!parser.has("aio")) return std::nullopt;
+    return parser.choice("aio",
+                         {{"io_uring", AioMode::IoUring},
+                          {"threads", AioMode::Threads},
+                          {"sync", AioMode::Sync}},
+                         AioMode::IoUring);
+}
+
+// queues=N, else `default_queues` (one per vCPU, as QEMU does), at most `max`.
+uint16_t queue_count(const OptionParser& parser, uint16_t max, uint16_t default_queues) {
+    return static_cast<uint16_t>(
+        parser.number("queues", 1, max).value_or(std::clamp<uint16_t>(default_queues, 1, max)));
+}
+
+blk::DiskConfig blk_disk(const OptionParser& parser, uint16_t default_queues) {
     if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
     config.image = image_options(parser);
+    config.aio = aio_mode(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
-    config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
+    config.queues = queue_count(parser, blk::kMaxQueues, default_queues);
     config.queue_size = queue_size(parser);
     config.bus = pci_bus(parser);
     return config;
@@ -100,6 +121,10 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
     for (const char* key : {"queues", "queue-size", "bus"})
         if (parser.has(key))
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
+    // A SCSI queue runs one command at a time (its task management relies on it), so neither
+    // applies to a LUN yet.
+    for (const char* key : {"aio", "cache"})
+        if (parser.has(key)) parser.fail(key, "is for virtio-blk disks only, not a SCSI LUN");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
     lun.image = image_options(parser);
@@ -127,26 +152,25 @@ HugePages hugepages(const OptionParser& parser) {
 
 }  // namespace
 
-ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
+ScsiControllerOption parse_scsi_controller_option(std::string_view text, uint16_t default_queues) {
     OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus"});
     parser.parse(text);
     ScsiControllerOption option;
     option.controller.id = parser.required("id");
-    option.controller.request_queues =
-        static_cast<uint16_t>(parser.number("queues", 1, scsi::kMaxRequestQueues).value_or(1));
+    option.controller.request_queues = queue_count(parser, scsi::kMaxRequestQueues, default_queues);
     option.controller.queue_size = queue_size(parser);
     option.bus = pci_bus(parser);
     return option;
 }
 
-void add_disk_option(std::string_view text, DiskOptions& disks) {
-    OptionParser parser("--disk", {"path", "format", "readonly", "serial", "queues", "queue-size",
-                                   "bus", "controller", "lun"});
+void add_disk_option(std::string_view text, DiskOptions& disks, uint16_t default_queues) {
+    OptionParser parser("--disk", {"path", "format", "cache", "aio", "readonly", "serial", "queues",
+                                   "queue-size", "bus", "controller", "lun"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
     else
-        disks.blk.push_back(blk_disk(parser));
+        disks.blk.push_back(blk_disk(parser, default_queues));
 }
 
 RamConfig parse_memory_option(std::string_view text) {

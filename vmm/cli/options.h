@@ -19,8 +19,9 @@ struct ScsiControllerOption {
 };
 
 // --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root]; its LUNs come from
-// --disk.
-ScsiControllerOption parse_scsi_controller_option(std::string_view text);
+// --disk.  Without queues=, `default_queues` request queues (vmm gives one per vCPU).
+ScsiControllerOption parse_scsi_controller_option(std::string_view text,
+                                                  uint16_t default_queues = 1);
 
 // The disks of the command line: virtio-blk disks and the SCSI controllers that hold LUNs.
 struct DiskOptions {
@@ -28,11 +29,13 @@ struct DiskOptions {
     std::vector<ScsiControllerOption> scsi;
 };
 
-// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root] adds a
-// virtio-blk disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
-// controller ID in `disks` (the lowest LUN number free so far without lun=).  An unknown
-// controller, a LUN number taken or past the limit, or a serial another LUN has is an error.
-void add_disk_option(std::string_view text, DiskOptions& disks);
+// --disk path=FILE[,format=raw|qcow2][,cache=writeback|none][,aio=io_uring|threads|sync]
+// [,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root] adds a virtio-blk disk
+// (without queues=, `default_queues`: vmm gives one per vCPU); --disk
+// path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the controller ID in
+// `disks` (the lowest LUN number free so far without lun=).  An unknown controller, a LUN
+// number taken or past the limit, or a serial another LUN has is an error.
+void add_disk_option(std::string_view text, DiskOptions& disks, uint16_t default_queues = 1);
 
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]
 // [,prealloc-threads=N][,prealloc-method=touch|populate][,host-node=N]

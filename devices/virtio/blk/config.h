@@ -29,7 +29,8 @@ struct DiskConfig {
     uint16_t queue_size = kDefaultQueueSize;  // each queue's maximum (valid_queue_size)
     DiskBus bus = DiskBus::RootPort;
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
-    block::ImageOptions image;  // format=
+    block::ImageOptions image;                    // format=, cache=
+    std::optional<block::AioMode> aio;            // unset: io_uring where the kernel has it
 };
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured

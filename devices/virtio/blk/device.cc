@@ -91,45 +91,32 @@ std::vector<uint8_t> make_config_space(const DiskInfo& info, uint16_t num_queues
     return std::vector<uint8_t>(bytes, bytes + sizeof config);
 }
 
-}  // namespace
-
-BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
-    : image(block::open_disk_image(config.path, config.read_only, config.image)),
-      serial(disk_serial(config)),
-      info{.capacity_sectors = image->size() / kSectorSize,
-           .read_only = config.read_only,
-           .max_discard_sectors = kMaxDiscardSectors,
-           .max_discard_segments = kMaxDiscardSegments,
-           .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
-           .max_write_zeroes_segments = kMaxWriteZeroesSegments},
-      counters_(counters) {}
-
-uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
-    Status status = Status::Ok;
-    auto request = parse(chain, info);
-    if (!request) {
-        ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), to_string(request.error()));
-        if (request.error() == BlkError::NoStatusByte) return 0;
-        status = status_for(request.error());
-    } else if (auto done = execute(*request, *image, serial, write_through); !done) {
-        ++counters_.io_errors;
-        spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                    "virtio-blk {}: I/O error: {}", image->path(), done.error().message());
-        status = Status::IoError;
-    }
-    const auto byte = static_cast<uint8_t>(status);
-    chain.writable.copy_from(chain.writable.size() - 1, std::span(&byte, 1));
-    // As QEMU does: the status byte ends the writable part, so all of it counts as written.
-    return static_cast<uint32_t>(chain.writable.size());
+block::AioMode checked_aio(std::optional<block::AioMode> aio, const std::string& path) {
+    if (!aio) return block::default_aio_mode();
+    if (*aio == block::AioMode::IoUring && !block::io_uring_supported())
+        throw std::runtime_error("disk image " + path +
+                                 ": aio=io_uring: this kernel does not allow io_uring; use "
+                                 "aio=threads");
+    return *aio;
 }
 
+}  // namespace
+
 BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
-    : requests_(config, counters_),
+    : image_(block::open_disk_image(config.path, config.read_only, config.image)),
+      serial_(disk_serial(config)),
+      info_{.capacity_sectors = image_->size() / kSectorSize,
+            .read_only = config.read_only,
+            .max_discard_sectors = kMaxDiscardSectors,
+            .max_discard_segments = kMaxDiscardSegments,
+            .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
+            .max_write_zeroes_segments = kMaxWriteZeroesSegments},
+      aio_(checked_aio(config.aio, config.path)),
+      disk_{*image_, serial_, info_, counters_},
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-blk")),
-      config_space_(make_config_space(requests_.info, num_queues_, queue_size_)),
+      config_space_(make_config_space(info_, num_queues_, queue_size_)),
       workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
@@ -138,20 +125,31 @@ void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {
     // Nothing is writable: `writeback` is only writable with VIRTIO_BLK_F_CONFIG_WCE.
-    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", requests_.image->path(),
+    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", image_->path(),
                   data.size(), offset);
 }
 
 bool BlkDevice::activate(ActivateContext context) {
     workers_.stop();
+    queues_.clear();
     // Without FLUSH negotiated, a completed write must already be stable (virtio 1.2, 5.2.6.2).
-    requests_.write_through = !(context.features & kFeatureFlush);
+    disk_.write_through = !(context.features & kFeatureFlush);
+    try {
+        for (uint16_t i = 0; i < num_queues_; ++i)
+            queues_.push_back(std::make_unique<BlkQueue>(disk_, aio_, queue_size_));
+    } catch (const std::exception& e) {
+        spdlog::error("virtio-blk {}: cannot set up aio={}: {}", image_->path(),
+                      block::to_string(aio_), e.what());
+        queues_.clear();
+        return false;
+    }
     return workers_.start(context, num_queues_, queue_size_,
-                          [this](uint16_t) -> RequestHandler* { return &requests_; });
+                          [this](uint16_t i) -> AsyncRequestHandler* { return queues_[i].get(); });
 }
 
 void BlkDevice::reset() {
     workers_.stop();
+    queues_.clear();
     counters_.needs_reset.store(false);
 }
 
