@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "mem/guest_addr.h"
 
 namespace mvmm::devices {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace mvmm {
 

@@ -7,10 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "base/mapping.h"
+#include "base/result.h"
 #include "mem/guest_addr.h"
 #include "mem/guest_slice.h"
-#include "mem/mapping.h"
-#include "mem/result.h"
 
 namespace mvmm {
 

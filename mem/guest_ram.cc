@@ -16,9 +16,9 @@
 #include <fstream>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
+#include "base/result.h"
 #include "mem/hugepages.h"
-#include "mem/result.h"
 
 namespace mvmm {
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "base/user_error.h"
 #include "mem/guest_addr.h"
 #include "mem/guest_memory.h"
 #include "mem/prealloc.h"
@@ -23,9 +24,9 @@ struct RamRange {
 
 // The host cannot give what the configuration asks for; the message says what is missing
 // and, where it can, how to get it.
-class RamError : public std::runtime_error {
+class RamError : public UserError {
   public:
-    using std::runtime_error::runtime_error;
+    using UserError::UserError;
 };
 
 // Maps one region per range, all from one backing (one memfd or file, at consecutive

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "mem/result.h"
+#include "base/result.h"
 
 namespace mvmm {
 

@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace mvmm {
 
@@ -78,9 +78,8 @@ void TerminalProgress::update(const PreallocProgress& progress) {
 }
 
 PreallocError::PreallocError(int error, uint64_t done_bytes, uint64_t total_bytes)
-    : std::runtime_error("could not preallocate guest RAM after " +
-                         std::to_string(done_bytes >> 20) + " of " +
-                         std::to_string(total_bytes >> 20) + " MiB: " + std::strerror(error)),
+    : UserError("could not preallocate guest RAM after " + std::to_string(done_bytes >> 20) +
+                " of " + std::to_string(total_bytes >> 20) + " MiB: " + std::strerror(error)),
       error_(error),
       done_bytes_(done_bytes) {}
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "base/user_error.h"
 
 namespace mvmm {
 
@@ -69,7 +70,7 @@ class TerminalProgress : public PreallocObserver {
 
 // The kernel could not back a page.  error() is ENOMEM (out of memory), EFAULT (no page to
 // back it: out of hugepages in the allowed nodes or cgroup, or a truncated file) or EHWPOISON.
-class PreallocError : public std::runtime_error {
+class PreallocError : public UserError {
   public:
     PreallocError(int error, uint64_t done_bytes, uint64_t total_bytes);
     int error() const noexcept { return error_; }

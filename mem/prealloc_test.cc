@@ -12,8 +12,8 @@
 #include <fstream>
 #include <vector>
 
-#include "mem/fd.h"
-#include "mem/mapping.h"
+#include "base/fd.h"
+#include "base/mapping.h"
 #include "mem/ram_test_util.h"
 
 namespace mvmm {

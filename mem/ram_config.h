@@ -11,6 +11,8 @@
 
 #include "mem/prealloc.h"
 
+#include "base/format_size.h"
+
 namespace mvmm {
 
 enum class HugePages {
@@ -31,9 +33,6 @@ struct RamConfig {
 
     bool operator==(const RamConfig&) const = default;
 };
-
-// 536870912 -> "512 MiB", 1610612736 -> "1.5 GiB": for messages.
-std::string format_size(uint64_t bytes);
 
 // The host's base page size.
 uint64_t base_page_size();

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <fstream>
 
-#include "mem/mapping.h"
+#include "base/mapping.h"
 
 namespace mvmm {
 

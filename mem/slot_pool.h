@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mem/mapping.h"
+#include "base/mapping.h"
 
 namespace mvmm {
 

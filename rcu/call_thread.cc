@@ -51,16 +51,22 @@ class CallThread {
         start_locked();
     }
 
-    void set_trim_policy(const TrimConfig& config) {
+    TrimPolicyChange set_trim_policy(const TrimConfig& config) {
         TrimPolicy policy(config);
         std::lock_guard lock(mutex_);
         policy_ = policy;
+        const TrimPolicyChange change{std::chrono::steady_clock::now(), batches_ + 1, config};
+        if (changes_.size() == TrimStats::kMaxPolicyChanges) changes_.erase(changes_.begin());
+        changes_.push_back(change);
+        ++policy_changes_;
         wake_.notify_one();  // an idle thread may be waiting for the old policy's retry time
+        return change;
     }
 
     TrimStats trim_stats() {
         std::lock_guard lock(mutex_);
-        return {trim_supported(), policy_.config(), batches_, completed_, by_policy_, on_demand_};
+        return {trim_supported(), policy_.config(), batches_,        completed_,
+                by_policy_,       on_demand_,       policy_changes_, changes_};
     }
 
     std::optional<TrimResult> trim_now() {
@@ -169,6 +175,8 @@ class CallThread {
     uint64_t batches_ = 0;
     TrimCounters by_policy_;
     TrimCounters on_demand_;
+    uint64_t policy_changes_ = 0;
+    std::vector<TrimPolicyChange> changes_;  // the last TrimStats::kMaxPolicyChanges
 };
 
 // Never destroyed: the atexit hook and late callers may run after static destructors.
@@ -195,8 +203,8 @@ void stop() {
     call_thread().stop();
 }
 
-void set_trim_policy(const TrimConfig& config) {
-    call_thread().set_trim_policy(config);
+TrimPolicyChange set_trim_policy(const TrimConfig& config) {
+    return call_thread().set_trim_policy(config);
 }
 
 TrimStats trim_stats() {

@@ -1,7 +1,7 @@
 // malloc_trim() with its cost and effect measured; compiled out without glibc malloc.
 #include "rcu/heap_trim.h"
 
-#include "rcu/rcu_config.h"
+#include "rcu_config.h"  // generated in the build folder
 
 #if MVMM_HAVE_MALLOC_TRIM
 #include <malloc.h>
@@ -21,6 +21,19 @@ void TrimCounters::add(const TrimResult& result) {
 
 bool trim_supported() noexcept {
     return MVMM_HAVE_MALLOC_TRIM;
+}
+
+const char* allocator_name() noexcept {
+    return MVMM_ALLOCATOR;
+}
+
+std::optional<MallocTotals> malloc_totals() {
+#if MVMM_HAVE_MALLOC_TRIM
+    const struct mallinfo2 info = mallinfo2();
+    return MallocTotals{info.arena, info.hblkhd, info.uordblks, info.fordblks, info.keepcost};
+#else
+    return std::nullopt;
+#endif
 }
 
 #if MVMM_HAVE_MALLOC_TRIM

@@ -131,10 +131,39 @@ TEST_F(TrimStatsTest, StatsReportTheConfigAndSupport) {
 
 TEST_F(TrimStatsTest, InvalidConfigIsRejectedAndTheOldOneKept) {
     use_policy(TrimPolicyKind::batch);
+    const uint64_t changes = trim_stats().policy_changes;
     TrimConfig bad;
     bad.factor = -1;
     EXPECT_THROW(set_trim_policy(bad), std::invalid_argument);
     EXPECT_EQ(trim_stats().config.policy, TrimPolicyKind::batch);
+    EXPECT_EQ(trim_stats().policy_changes, changes);  // not recorded either
+}
+
+TEST_F(TrimStatsTest, ChangesAreRecordedWithTheBatchTheyDecideFrom) {
+    use_policy(TrimPolicyKind::off);
+    free_in_rounds(2);
+    const auto before = std::chrono::steady_clock::now();
+    const TrimStats stats_before = trim_stats();
+    TrimConfig config;
+    config.policy = TrimPolicyKind::adaptive;
+    config.factor = 3;
+    const TrimPolicyChange change = set_trim_policy(config);
+    EXPECT_EQ(change.from_batch, stats_before.batches + 1);
+    EXPECT_GE(change.at, before);
+    const TrimStats stats = trim_stats();
+    EXPECT_EQ(stats.policy_changes, stats_before.policy_changes + 1);
+    ASSERT_FALSE(stats.recent_changes.empty());
+    EXPECT_EQ(stats.recent_changes.back().config.policy, TrimPolicyKind::adaptive);
+    EXPECT_EQ(stats.recent_changes.back().config.factor, 3);
+    EXPECT_EQ(stats.recent_changes.back().from_batch, change.from_batch);
+}
+
+TEST_F(TrimStatsTest, OnlyTheLastChangesAreKept) {
+    for (std::size_t i = 0; i < TrimStats::kMaxPolicyChanges + 5; ++i)
+        use_policy(TrimPolicyKind::adaptive, double(i + 1));
+    const TrimStats stats = trim_stats();
+    ASSERT_EQ(stats.recent_changes.size(), TrimStats::kMaxPolicyChanges);
+    EXPECT_EQ(stats.recent_changes.back().config.factor, double(TrimStats::kMaxPolicyChanges + 5));
 }
 
 TEST_F(TrimStatsTest, TrimNowGivesBackFreedMemory) {
@@ -164,6 +193,18 @@ TEST_F(TrimStatsTest, TrimNowGivesBackFreedMemory) {
     if (kGlibcHeap) {
         EXPECT_GT(result->rss_bytes_released, 10u << 20);
     }
+}
+
+TEST(MallocTotals, ReadExactlyWhenTheBuildCanTrim) {
+    const std::optional<MallocTotals> totals = malloc_totals();
+    ASSERT_EQ(totals.has_value(), trim_supported());
+#if !defined(MVMM_SANITIZER_RUNTIME)
+    // (The sanitizers bring their own allocator and leave glibc's heap empty.)
+    if (totals) {
+        EXPECT_GT(totals->arena + totals->hblkhd, 0u);
+    }
+#endif
+    EXPECT_STRNE(allocator_name(), "");
 }
 
 }  // namespace

@@ -14,7 +14,6 @@ import guest
 from guest import REPO, expect
 
 BENCH = REPO / "tools" / "boot-bench"
-NOISE = REPO / "tools" / "bench" / "tests" / "noise.py"
 
 
 def bench(*args):
@@ -64,18 +63,19 @@ def test_short_matrix_and_the_gate_on_its_boots():
 
 
 def noise(*args, into):
-    """tools/bench/tests/noise.py's document rewrites (repeat, delay), written to `into`."""
-    into.write_text(subprocess.run([sys.executable, str(NOISE), *args], capture_output=True, text=True,
-                                   check=True).stdout)
+    """mvmmtools.bench.tests.noise's document rewrites (repeat, delay), written to `into`."""
+    p = subprocess.run([sys.executable, "-m", "mvmmtools.bench.tests.noise", *args], capture_output=True, text=True)
+    expect(p.returncode == 0, f"noise {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}")
+    into.write_text(p.stdout)
     return str(into)
 
 
 def check_gate(out, configs):
     """The gate through boot-bench's command line on this run's boots: each configuration's first round three
     times over is the baseline (rounds without noise, so the gate can decide: fewer than 3 rounds never do; its
-    statistics in noise are tools/bench/tests/test_gate.py's), against a copy whose mvmm slept 200 ms before its
-    first KVM_RUN (exit 1: that step regressed, in every configuration, and nothing after it), and against an
-    unchanged copy (exit 0)."""
+    statistics in noise are tools/mvmmtools/bench/tests/test_gate.py's), against a copy whose mvmm slept 200 ms
+    before its first KVM_RUN (exit 1: that step regressed, in every configuration, and nothing after it), and
+    against an unchanged copy (exit 0)."""
     baseline = noise("repeat", str(out / "boot-bench.json"), "3", into=out / "baseline.json")
     slower = noise("delay", baseline, "mvmm", "0.2", into=out / "slower.json")
     gate = lambda doc: bench("--report", doc, "--baseline", baseline, "--threshold", "5%", "--plots", "none",

@@ -40,6 +40,10 @@ def bad_lines(tmp):
     (t / "disk.img").write_bytes(bytes(1 << 20))
     (t / "api.txt").write_text("not a socket\n")
     (t / "old-report.json").write_text('{"the last run": "report"}\n')
+    # qcow2 images: one whose backing file is gone (-u: not checked), one to give huge caches
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-u", "-b", f"{tmp}/gone.qcow2",
+                    "-F", "qcow2", f"{tmp}/orphan.qcow2", "1M"], check=True)
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", f"{tmp}/disk.qcow2", "64M"], check=True)
     k = ["--kernel", kernel()]
     return [
         # files
@@ -95,11 +99,24 @@ def bad_lines(tmp):
         (k + ["--disk", "path="], "--disk"),
         (k + ["--disk", "disk.img"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,path={tmp}/disk.img"], "--disk"),
-        (k + ["--disk", f"path={tmp}/disk.img,cache=none"], "--disk"),
+        (k + ["--disk", f"path={tmp}/disk.img,cache=off"], "cache=off"),
+        (k + ["--disk", f"path={tmp}/disk.img,aio=native"], "aio=native"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,cache=none"], "cache=none is for raw images"),
         (k + ["--disk", f"path={tmp}/disk.img,readonly=2"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,bus=pcie"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,serial={'s' * 21}"], "--disk"),
         (k + ["--disk", f"path={tmp}/disk.img,serial=caf\u00e9"], "--disk"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=vmdk"], "format=vmdk"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=qcow2"], "not a qcow2 image"),
+        (k + ["--disk", f"path={tmp}/disk.img,format=raw,l2-cache-size=1M"], "l2-cache-size=1M"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,l2-cache-size=12Q"], "l2-cache-size=12Q"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,l2-cache-size=18446744073709551615K"], "l2-cache-size"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,refcount-cache-size=2T"], "cache sizes are too big"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,refcount-cache-size=-1"], "refcount-cache-size=-1"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,cache-clean-interval=soon"], "cache-clean-interval=soon"),
+        (k + ["--disk", f"path={tmp}/disk.qcow2,cache-clean-interval=4294967296"], "cache-clean-interval"),
+        (k + ["--disk", f"path={tmp}/orphan.qcow2"], f"{tmp}/gone.qcow2"),
+        (k + ["--cache-alloc", "slab"], "--cache-alloc"),
         (k + ["--trim-policy", "sometimes"], "--trim-policy"),
         (k + ["--trim-factor", "nan"], "--trim-factor"),
         (k + ["--trim-factor", "-1"], "--trim-factor"),
@@ -134,7 +151,20 @@ def bad_lines(tmp):
         (k + ["--scsi-controller", "id=c0,queues=65"], "queues=65"),
         (k + ["--scsi-controller", "id=c0,queue-size=3"], "queue-size=3"),
         (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",queue-size=64"), "queue-size=64"),
-        (k + ["--scsi-controller", "id=c0", "--empty-root-ports", "248"], "--empty-root-ports"),
+        (k + ["--scsi-controller", "id=c0", "--root-ports", "248"], "--root-ports"),
+        (k + ["--scsi-controller", "id=c0", "--empty-root-ports", "248"], "--root-ports"),  # the old name
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",target=256"), "target=256"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",target=x"), "target=x"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(2, ",target=7,lun=2"), "target 7 has LUN 2"),
+        (k + ["--disk", f"path={tmp}/disk.img,target=1"], "needs controller="),
+        # block sizes, for blk and scsi alike
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=1024"], "logical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=8192"], "logical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,logical-block-size=4096,physical-block-size=512"],
+         "physical-block-size"),
+        (k + ["--disk", f"path={tmp}/disk.img,physical-block-size=3000"], "physical-block-size"),
+        (k + ["--scsi-controller", "id=c0"] + scsi_disks(1, ",physical-block-size=131072"),
+         "physical-block-size"),
     ]
 
 

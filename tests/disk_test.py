@@ -4,7 +4,7 @@
 unchanged, and SIGTERM shuts down cleanly (exit 143, socket removed, the guest's unflushed writes flushed by
 mvmm: in the test host nothing else writes them back, Run.flushed_only).
 
-  tests/disk_test.py [TEST_NAME]...      (MVMM and MVMM_CTL set as meson test sets them; no name: all)"""
+  tests/disk_test.py [TEST_NAME]...   (MVMM, MVMM_CTL and PYTHONPATH=tools as meson test sets them; no name: all)"""
 
 import os
 import tempfile
@@ -38,7 +38,7 @@ SOCKET = "/tmp/mvmm-sigterm-test.sock"
 SIGTERM_CLIENT = f"""
 for i in $(seq 600); do grep -q "MVMM-MARK idle" "$MVMM_LOG" && break; sleep 0.5; done
 test -S {SOCKET} && echo "SOCKET-WHILE-RUNNING present"
-kill -TERM "${{MVMM_PID:-$(pidof mvmm)}}"
+kill -TERM "$MVMM_PID"
 for i in $(seq 240); do test -e {SOCKET} || break; sleep 0.5; done
 test -e {SOCKET} && echo "SOCKET-AFTER present" || echo "SOCKET-AFTER gone"
 """

@@ -1,7 +1,8 @@
 """Boots the default guest with mvmm for integration tests, directly where this host's KVM can run a standard
-guest and otherwise inside the test host VM (tools/mvmm-hostvm), and checks what the guest printed.
+guest and otherwise inside the test host VM (mvmmtools.testhost), and checks what the guest printed.
 
-Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s."""
+Several mvmm runs share one test host boot (run_all), since starting the test host costs ~10 s. The tools' package
+is imported from tools/, which meson's test environment puts on PYTHONPATH (by hand: PYTHONPATH=tools)."""
 
 import os
 import re
@@ -13,8 +14,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-HOSTVM = REPO / "tools" / "mvmm-hostvm"
+from mvmmtools import REPO  # noqa: F401 (for the tests)
+from mvmmtools.images.build import get as guest_image
+from mvmmtools.testhost import EXIT_HUNG, boot_mode, disk_device
+from mvmmtools.testhost.vm import HostConfig, TestHost
+
 SKIP = 77  # meson's exit code for a skipped test
 
 
@@ -32,29 +36,6 @@ def mvmm_ctl_binary():
     return str(Path(path).resolve())
 
 
-def direct_kvm_usable():
-    """True where /dev/kvm runs standard guests (hardware VMX/SVM, not PVM)."""
-    if Path("/sys/module/kvm_pvm").exists() or not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return False
-    flags = Path("/proc/cpuinfo").read_text()
-    return re.search(r"\b(vmx|svm)\b", flags) is not None
-
-
-def boot_mode():
-    """'direct', 'hostvm', or None with the reason nothing can boot here."""
-    if direct_kvm_usable():
-        return "direct", None
-    if subprocess.run(["sh", "-c", "command -v qemu-system-x86_64"], capture_output=True).returncode == 0:
-        return "hostvm", None
-    return None, "no usable /dev/kvm (missing or PVM) and no qemu-system-x86_64 for the test host VM"
-
-
-def guest_image(name):
-    out = subprocess.run([str(REPO / "guest-images" / "build"), "--get", name], check=True,
-                         capture_output=True, text=True)
-    return out.stdout.strip()
-
-
 @dataclass
 class Run:
     """One mvmm invocation: its arguments, and after running, its exit code and console output."""
@@ -63,8 +44,8 @@ class Run:
     scratch_images: dict = field(default_factory=dict)  # path -> size: sparse images made where mvmm runs
     hugepages: int = None  # 2 MiB hugepages to reserve where mvmm runs (given back afterwards)
     # Shell commands run next to mvmm while it runs (busybox sh in the test host): $MVMM_CTL is
-    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid when it runs on this host (in
-    # the test host it is the only mvmm: `pidof mvmm`); their output is `companion_output`.
+    # tools/mvmm-ctl, $MVMM_LOG the file mvmm's output goes to, $MVMM_PID mvmm's pid; their output is
+    # `companion_output`.
     companion: str = None
     companion_output: str = ""
     # Shell commands run where mvmm ran, right after it exited (e.g. `cat` its --report file); their output
@@ -74,6 +55,11 @@ class Run:
     # In the test host, only what mvmm flushed reaches the disk_images' files (see FLUSHED_ONLY). Directly on
     # this host the page cache shows unflushed writes in the files anyway: there a flush cannot be seen.
     flushed_only: bool = False
+    run_timeout: int = None  # s mvmm may run in the test host before it is killed as hung (default RUN_TIMEOUT)
+    # Where mvmm runs in the test host: more files copied in at their paths (what the arguments name is copied
+    # anyway; e.g. qcow2 backing files), and programs copied in with their libraries (for `after`).
+    files: list = field(default_factory=list)
+    binaries: list = field(default_factory=list)
     code: int = None
     output: str = ""
 
@@ -102,14 +88,15 @@ def run_all(runs, timeout=600):
             for path, size in r.scratch_images.items():
                 with open(path, "wb") as f:
                     f.truncate(size)
-            with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log:
-                p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=subprocess.STDOUT)
+            with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log, \
+                    tempfile.NamedTemporaryFile("w+") as messages:
+                p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=messages)
                 if r.companion:
                     env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name, MVMM_PID=str(p.pid))
                     r.companion_output = subprocess.run(["sh", "-c", r.companion], env=env, capture_output=True,
                                                         text=True, timeout=timeout).stdout
                 r.code = p.wait(timeout=timeout)
-                r.output = Path(log.name).read_text(errors="replace")
+                r.output = Path(log.name).read_text(errors="replace") + Path(messages.name).read_text(errors="replace")
             if r.after:
                 r.after_output = subprocess.run(["sh", "-c", r.after], capture_output=True, text=True).stdout
         return
@@ -131,14 +118,20 @@ FLUSHED_ONLY = ["echo 8640000 > /proc/sys/vm/dirty_writeback_centisecs",
                 "echo 8640000 > /proc/sys/vm/dirty_expire_centisecs"]
 HOLD_OPEN = "(trap '' HUP; exec sleep 1000000) <{} &"
 RUN_TIMEOUT = 300  # seconds for one mvmm run inside the test host; a 64-disk boot takes under 90
+# mvmm's own messages (stderr) go to a file of their own and follow the guest's console (stdout) in Run.output:
+# the UART writes the guest's bytes as they come, so a message written to the same file would land inside a
+# guest line, and a marker would lose its end (seen: hot-plug's "removal requested" inside a hotplug-written).
 
 
 def _run_in_hostvm(mvmm, runs, timeout):
     images = [img for r in runs for img in r.disk_images]
-    device = {img: "/dev/vd" + chr(ord("a") + i) for i, img in enumerate(images)}
+    device = {img: disk_device(i) for i, img in enumerate(images)}
     files = set()
+    binaries = set()
     lines = []
     for i, r in enumerate(runs):
+        files.update(r.files)
+        binaries.update(r.binaries)
         words = []
         for a in r.args:
             for img, dev in device.items():
@@ -155,40 +148,39 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = (f'hostvm_exec timeout -s KILL {RUN_TIMEOUT} "$MVMM" '
-                   f'{" ".join(shlex.quote(w) for w in words)}')
+        command = f'timeout -s KILL {r.run_timeout or RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
+            # The subshell execs timeout, which execs mvmm (busybox's timeout watches from a child): $! is mvmm.
             lines += [f"MVMM_CTL={mvmm_ctl_binary()} MVMM_LOG=/tmp/mvmm-run-{i}.log",
-                      f'{command} >"$MVMM_LOG" 2>&1 & pid=$!',
+                      f'(hostvm_announce "$MVMM"; exec {command}) >"$MVMM_LOG" 2>"$MVMM_LOG.messages" & MVMM_PID=$!',
                       f'echo "MVMM-COMPANION-BEGIN {i}"', r.companion, f'echo "MVMM-COMPANION-END {i}"',
-                      'wait $pid; code=$?', 'cat "$MVMM_LOG"; echo', f'echo "MVMM-RUN-END {i} $code"']
+                      'wait $MVMM_PID; code=$?', 'cat "$MVMM_LOG"; echo; cat "$MVMM_LOG.messages"',
+                      f'echo "MVMM-RUN-END {i} $code"']
         else:
-            lines += [f"{command} 2>&1", f'echo "MVMM-RUN-END {i} $?"']
+            lines += [f"hostvm_exec {command} 2>/tmp/mvmm-messages-{i}.log; code=$?",
+                      f"cat /tmp/mvmm-messages-{i}.log", f'echo "MVMM-RUN-END {i} $code"']
         if r.after:
             lines += [f'echo "MVMM-AFTER-BEGIN {i}"', r.after, f'echo "MVMM-AFTER-END {i}"']
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as script:
+    output = []
+    with tempfile.NamedTemporaryFile("w", suffix=".sh") as script:
         script.write("\n".join(lines) + "\n")
-    cmd = [str(HOSTVM), "--timeout", str(timeout), "--mvmm", mvmm, "--script", script.name]
-    for img in images:
-        cmd += ["--disk-image", img]
-    for f in sorted(files):
-        cmd += ["--file", f]
-    try:
-        p = subprocess.run(cmd + ["--"], capture_output=True, text=True, errors="replace", timeout=timeout + 120)
-    finally:
-        os.unlink(script.name)
-    out = p.stdout + p.stderr
-    if p.returncode == 124:
+        script.flush()
+        host = TestHost(HostConfig(mvmm=mvmm, script=script.name, disk_images=tuple(images),
+                                   files=tuple(sorted(files)), binaries=tuple(sorted(binaries)),
+                                   timeout=timeout))
+        code = host.run(output.append)
+    out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
+    if code == EXIT_HUNG:
         raise Hang("the test host VM hung:\n" + out[-3000:])
     for i, r in enumerate(runs):
         m = re.search(rf"MVMM-RUN-BEGIN {i}\r?\n(.*?)MVMM-RUN-END {i} (\d+)", out, re.S)
         if not m:
-            raise Hang(f"run {i} did not finish in the test host (exit {p.returncode}):\n" + out[-3000:])
+            raise Hang(f"run {i} did not finish in the test host (exit {code}):\n" + out[-3000:])
         r.output, r.code = m.group(1), int(m.group(2))
         if r.code == KILLED:
-            raise Hang(f"run {i} made no progress for {RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
+            raise Hang(f"run {i} made no progress for {r.run_timeout or RUN_TIMEOUT} s and was killed:\n" + r.output[-3000:])
         c = re.search(rf"MVMM-COMPANION-BEGIN {i}\r?\n(.*?)MVMM-COMPANION-END {i}", r.output, re.S)
         if c:
             r.companion_output = c.group(1)

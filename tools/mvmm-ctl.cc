@@ -1,5 +1,11 @@
 // mvmm-ctl: sends one command to mvmm's management socket (--api-socket) and prints the reply.
-//   mvmm-ctl --socket PATH COMMAND [--arguments JSON] [--wait SECONDS] [--timeout SECONDS]
+//   mvmm-ctl --socket PATH COMMAND [KEY=VALUE...] [--arguments JSON] [--wait SECONDS]
+//            [--timeout SECONDS]
+// KEY=VALUE items join the arguments: a VALUE that is a JSON number is sent as one, anything
+// else as a string ("mvmm-ctl --socket S add-disk path=a.img readonly=on", "remove-disk
+// id=disk2", "set-memory-policy trim-policy=adaptive trim-factor=50").
+// --qmp talks to a QEMU QMP socket instead (boot-bench drives QEMU's hot-plug with it): it reads
+// the greeting, negotiates capabilities, sends the command and skips event lines until the reply.
 // Exit status: 0 for a "return" reply, 1 for an "error" reply, 2 for usage and connection
 // problems.  Only header-only libraries besides libstdc++, so the binary can be copied next to
 // mvmm into a test VM.
@@ -19,8 +25,9 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace {
 
@@ -75,27 +82,60 @@ void send_all(const Fd& fd, std::string_view bytes) {
     }
 }
 
-std::string read_line(const Fd& fd, Clock::time_point deadline) {
-    std::string line;
-    for (;;) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-        pollfd readable{fd.get(), POLLIN, 0};
-        const int ready = ::poll(&readable, 1, static_cast<int>(std::max<long>(left.count(), 0)));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready < 0) throw CtlError("waiting for the reply: " + errno_message());
-        if (ready == 0) throw CtlError("no reply within the timeout");
-        char chunk[4096];
-        const ssize_t got = ::recv(fd.get(), chunk, sizeof chunk, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) throw CtlError("reading the reply: " + errno_message());
-        if (got == 0) throw CtlError("the connection closed before a reply");
-        line.append(chunk, static_cast<std::size_t>(got));
-        if (const auto newline = line.find('\n'); newline != std::string::npos) {
-            line.resize(newline);
-            return line;
+// Lines off the socket; what follows a newline waits for the next call.
+class LineReader {
+  public:
+    explicit LineReader(const Fd& fd) : fd_(fd) {}
+
+    std::string next(Clock::time_point deadline) {
+        for (;;) {
+            if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
+                std::string line = buffer_.substr(0, newline);
+                buffer_.erase(0, newline + 1);
+                return line;
+            }
+            if (buffer_.size() > kMaxReplyBytes) throw CtlError("the reply is too long");
+            receive(deadline);
         }
-        if (line.size() > kMaxReplyBytes) throw CtlError("the reply is too long");
     }
+
+  private:
+    void receive(Clock::time_point deadline) {
+        for (;;) {
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+            pollfd readable{fd_.get(), POLLIN, 0};
+            const int ready =
+                ::poll(&readable, 1, static_cast<int>(std::max<long>(left.count(), 0)));
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready < 0) throw CtlError("waiting for the reply: " + errno_message());
+            if (ready == 0) throw CtlError("no reply within the timeout");
+            char chunk[4096];
+            const ssize_t got = ::recv(fd_.get(), chunk, sizeof chunk, 0);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) throw CtlError("reading the reply: " + errno_message());
+            if (got == 0) throw CtlError("the connection closed before a reply");
+            buffer_.append(chunk, static_cast<std::size_t>(got));
+            return;
+        }
+    }
+
+    const Fd& fd_;
+    std::string buffer_;
+};
+
+// Adds KEY=VALUE to `arguments`.
+void add_item(nlohmann::json& arguments, const std::string& item) {
+    const auto equals = item.find('=');
+    if (equals == std::string::npos || equals == 0)
+        throw CtlError("'" + item + "' is not KEY=VALUE");
+    const std::string value = item.substr(equals + 1);
+    const auto number = nlohmann::json::parse(value, nullptr, false);
+    arguments[item.substr(0, equals)] = number.is_number() ? number : nlohmann::json(value);
+}
+
+// A QMP reply line, not an {"event": ...} or the {"QMP": ...} greeting.
+bool is_reply(const nlohmann::json& line) {
+    return line.is_object() && (line.contains("return") || line.contains("error"));
 }
 
 std::chrono::milliseconds seconds(double value) {
@@ -111,14 +151,20 @@ int main(int argc, char** argv) {
     std::string socket_path;
     std::string command;
     std::string arguments_text = "{}";
+    std::vector<std::string> items;
     double wait_seconds = 0;
     double timeout_seconds = 30;
+    bool qmp = false;
     app.add_option("--socket", socket_path, "mvmm's --api-socket path")->required();
-    app.add_option("command", command, "query-status, query-memory, trim-memory, quit, ...")
+    app.add_option("command", command,
+                   "query-status, query-memory, trim-memory, query-memory-policy, "
+                   "set-memory-policy, query-disks, add-disk, remove-disk, resize-disk, quit")
         ->required();
+    app.add_option("items", items, "KEY=VALUE arguments (added to --arguments)");
     app.add_option("--arguments", arguments_text, "the command's arguments, a JSON object");
     app.add_option("--wait", wait_seconds, "keep trying to connect this long (mvmm starting up)")
         ->check(CLI::NonNegativeNumber);
+    app.add_flag("--qmp", qmp, "the socket is QEMU's QMP: negotiate, then skip events");
     app.add_option("--timeout", timeout_seconds, "give up on the reply after this long")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
@@ -130,15 +176,29 @@ int main(int argc, char** argv) {
     }
 
     try {
-        const nlohmann::json arguments = nlohmann::json::parse(arguments_text, nullptr, false);
+        nlohmann::json arguments = nlohmann::json::parse(arguments_text, nullptr, false);
         if (!arguments.is_object()) throw CtlError("--arguments must be a JSON object");
+        for (const auto& item : items) add_item(arguments, item);
         nlohmann::json request = {{"execute", command}};
         if (!arguments.empty()) request["arguments"] = arguments;
 
         const Fd fd = connect_to(socket_path, Clock::now() + seconds(wait_seconds));
+        const auto deadline = Clock::now() + seconds(timeout_seconds);
+        LineReader lines(fd);
+        if (qmp) {
+            lines.next(deadline);  // the greeting
+            send_all(fd, R"({"execute": "qmp_capabilities"})"
+                         "\n");
+            while (!is_reply(nlohmann::json::parse(lines.next(deadline), nullptr, false))) {
+            }
+        }
         send_all(fd, request.dump() + "\n");
-        const std::string line = read_line(fd, Clock::now() + seconds(timeout_seconds));
-        const nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
+        std::string line = lines.next(deadline);
+        nlohmann::json reply = nlohmann::json::parse(line, nullptr, false);
+        while (qmp && !is_reply(reply)) {
+            line = lines.next(deadline);
+            reply = nlohmann::json::parse(line, nullptr, false);
+        }
         if (!reply.is_object() || !(reply.contains("return") || reply.contains("error"))) {
             throw CtlError("not a reply: " + line);
         }

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
+#include "base/mapping.h"
 #include "mem/guest_ram.h"
 #include "mem/hugepages.h"
-#include "mem/mapping.h"
 #include "mem/ram_config.h"
 
 extern char** environ;
@@ -210,6 +210,41 @@ std::string label_of(const Variant& variant) {
     return variant.who + " " + std::to_string(variant.threads) + "T " + what;
 }
 
+// The group's table: each variant's times and rates, and its speed against memset's.
+void print_table(const std::vector<Variant>& variants, const Options& options, uint64_t size,
+                 const std::string& kind, bool with_qemu) {
+    std::printf("%s, %s pages, %u repetitions\n", format_size(size).c_str(),
+                kind == "2M" ? "2 MiB hugetlbfs" : "4 KiB anonymous (THP madvise)",
+                options.repetitions);
+    std::printf("  %-20s %15s %15s %13s %7s\n", "", "seconds", "GiB/s", "x memset", "CPU s");
+    std::printf("  %-20s %7s %7s %7s %7s %6s %6s %7s\n", "variant", "min", "median", "best",
+                "median", "best", "median", "median");
+    const Variant& memset = variants.front();
+    const Rates memset_rates = rates(GiB, minimum(memset.seconds), median(memset.seconds));
+    const Variant* qemu_off = with_qemu ? &variants.back() : nullptr;
+    for (const Variant& variant : variants) {
+        char extra[96] = "";
+        if (variant.who == "memset") {
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
+                   median(variant.seconds), GiB, memset_rates, extra);
+        } else if (variant.who == "mvmm") {
+            std::snprintf(extra, sizeof extra, "alloc+free med %.3f s",
+                          median(variant.seconds) + median(variant.free_seconds));
+            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
+                   median(variant.cpu_seconds), size, memset_rates, extra);
+        } else if (variant.prealloc) {
+            // QEMU's prealloc time: its run with prealloc minus its run without (start-up,
+            // exit); this includes freeing the memory at exit.
+            std::snprintf(extra, sizeof extra, "(run %.3f s - %.3f s without prealloc)",
+                          median(variant.seconds), median(qemu_off->seconds));
+            report(label_of(variant), minimum(variant.seconds) - minimum(qemu_off->seconds),
+                   median(variant.seconds) - median(qemu_off->seconds),
+                   median(variant.cpu_seconds) - median(qemu_off->cpu_seconds), size, memset_rates,
+                   extra);
+        }
+    }
+}
+
 // Times every variant for one size and page kind, interleaved, and prints the table.
 void bench_group(const Options& options, uint64_t size, const std::string& kind,
                  MemsetBaseline& baseline) {
@@ -258,36 +293,7 @@ void bench_group(const Options& options, uint64_t size, const std::string& kind,
         }
     }
 
-    std::printf("%s, %s pages, %u repetitions\n", format_size(size).c_str(),
-                kind == "2M" ? "2 MiB hugetlbfs" : "4 KiB anonymous (THP madvise)",
-                options.repetitions);
-    std::printf("  %-20s %15s %15s %13s %7s\n", "", "seconds", "GiB/s", "x memset", "CPU s");
-    std::printf("  %-20s %7s %7s %7s %7s %6s %6s %7s\n", "variant", "min", "median", "best",
-                "median", "best", "median", "median");
-    const Variant& memset = variants.front();
-    const Rates memset_rates = rates(GiB, minimum(memset.seconds), median(memset.seconds));
-    const Variant* qemu_off = with_qemu ? &variants.back() : nullptr;
-    for (const Variant& variant : variants) {
-        char extra[96] = "";
-        if (variant.who == "memset") {
-            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
-                   median(variant.seconds), GiB, memset_rates, extra);
-        } else if (variant.who == "mvmm") {
-            std::snprintf(extra, sizeof extra, "alloc+free med %.3f s",
-                          median(variant.seconds) + median(variant.free_seconds));
-            report(label_of(variant), minimum(variant.seconds), median(variant.seconds),
-                   median(variant.cpu_seconds), size, memset_rates, extra);
-        } else if (variant.prealloc) {
-            // QEMU's prealloc time: its run with prealloc minus its run without (start-up,
-            // exit); this includes freeing the memory at exit.
-            std::snprintf(extra, sizeof extra, "(run %.3f s - %.3f s without prealloc)",
-                          median(variant.seconds), median(qemu_off->seconds));
-            report(label_of(variant), minimum(variant.seconds) - minimum(qemu_off->seconds),
-                   median(variant.seconds) - median(qemu_off->seconds),
-                   median(variant.cpu_seconds) - median(qemu_off->cpu_seconds), size, memset_rates,
-                   extra);
-        }
-    }
+    print_table(variants, options, size, kind, with_qemu);
     std::printf("\n");
 }
 

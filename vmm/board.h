@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "devices/bus/address_space.h"
 #include "devices/pci/host_bridge.h"
 #include "devices/power/acpi_pm.h"
-#include "mem/address_space.h"
 #include "mem/guest_memory.h"
 #include "vmm/cli/validate.h"
 #include "vmm/console.h"
@@ -32,10 +32,14 @@ struct BoardEvents {
     BootReport* report = nullptr;                    // phases of the build, console bytes
 };
 
-// A disk device as dumps and the report name it.
+// A disk device as dumps, the report and the management socket name it.
 struct DiskView {
+    std::string id;                                  // "disk3", or the SCSI controller's id
     std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
     const devices::virtio::QueueCounters* counters;  // the device's
+    std::vector<devices::block::DiskImage*> images;  // the device's (it owns them)
+    DiskResizer resize;                              // the device's
+    uint8_t port = 0;  // the root port it is behind (hot-pluggable), 0 on the root bus
 };
 
 struct Board {
@@ -56,7 +60,7 @@ struct Board {
     Console console;
     std::shared_ptr<devices::Uart16550> uart;
     std::unique_ptr<devices::pci::PciHostBridge> pci;
-    std::vector<DiskView> disks;
+    std::vector<DiskView> disks;  // as built; vmm/disk_hotplug.h keeps them from then on
     std::vector<std::unique_ptr<Vcpu>> vcpus;
 };
 

@@ -2,7 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "devices/serial/uart16550.h"
-#include "devices/virtio/pci/function.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "mem/guest_ram.h"
 #include "vmm/acpi/tables.h"
 #include "vmm/board.h"
@@ -57,20 +57,20 @@ void add_platform_devices(Board& board, const BoardEvents& events) {
                   std::make_shared<devices::AcpiPm1>(acpi::kS5SleepType, events.power), "acpi-pm1");
     // 0xCF9 shares a dword with CONFIG_ADDRESS: the host bridge forwards it.
     board.pci = std::make_unique<devices::pci::PciHostBridge>(
-        pci_layout(board.memory.total_size()), board.mmio, board.pio,
+        pci_layout(board.memory.total_size()), board.mmio, board.pio, board.platform,
         std::make_shared<devices::ResetPort>(acpi::kResetValue, events.power));
 }
 
 void attach_disks(Board& board, std::vector<Disk> disks, unsigned empty_root_ports) {
     using devices::virtio::blk::DiskBus;
     for (Disk& disk : disks) {
-        board.disks.push_back({disk.name, disk.counters});
         auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
             std::move(disk.device), board.platform, board.memory);
-        if (disk.bus == DiskBus::Root)
-            board.pci->attach(function, devices::pci::RootBusSlot{});
-        else
-            board.pci->attach(function, devices::pci::NewRootPort{});
+        const auto at = disk.bus == DiskBus::Root
+                            ? board.pci->attach(function, devices::pci::RootBusSlot{})
+                            : board.pci->attach(function, devices::pci::NewRootPort{});
+        board.disks.push_back(
+            {disk.id, disk.name, disk.counters, disk.images, std::move(disk.resize), at.port});
     }
     for (unsigned i = 0; i < empty_root_ports; ++i) board.pci->add_empty_root_port();
 }

@@ -9,7 +9,7 @@
 #include <span>
 #include <thread>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "vmm/cli/config.h"
 
 namespace mvmm {

@@ -4,11 +4,17 @@
 
 #include <stdexcept>
 
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/scsi/controller.h"
 #include "vmm/cli/usage_error.h"
 
 namespace mvmm {
+
+DiskResizer blk_resizer(devices::virtio::blk::BlkDevice& blk, std::string path) {
+    return [&blk, path = std::move(path)](const std::string& asked) {
+        return asked == path ? std::optional(blk.resize_from_image()) : std::nullopt;
+    };
+}
 
 std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context& io) {
     namespace virtio = devices::virtio;
@@ -17,8 +23,15 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::blk::BlkDevice>(config, io);
             const auto* counters = &device->counters();
-            disks.push_back({config.bus, std::move(device),
-                             fmt::format("disk {} ({})", disks.size(), config.path), counters});
+            auto* image = &device->image();
+            DiskResizer resize = blk_resizer(*device, config.path);
+            disks.push_back({config.bus,
+                             std::move(device),
+                             fmt::format("disk{}", disks.size()),
+                             fmt::format("disk {} ({})", disks.size(), config.path),
+                             counters,
+                             {image},
+                             std::move(resize)});
         } catch (const std::runtime_error& e) {
             throw UsageError("--disk path=" + config.path + ": " + e.what());
         }
@@ -27,9 +40,20 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
-            disks.push_back({bus, std::move(device),
+            std::vector<devices::block::DiskImage*> images;
+            for (const auto& lun : config.luns)
+                images.push_back(&device->target(lun.target)->find(lun.lun)->image());
+            // A read-only image may be several LUNs: each of them learns the new size.
+            DiskResizer resize = [scsi = device.get(),
+                                  luns = config.luns](const std::string& asked) {
+                std::optional<uint64_t> size;
+                for (const auto& lun : luns)
+                    if (lun.path == asked) size = scsi->reread_capacity(lun.target, lun.lun);
+                return size;
+            };
+            disks.push_back({bus, std::move(device), config.id,
                              fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
-                             counters});
+                             counters, std::move(images), std::move(resize)});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
             throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }

@@ -1,5 +1,8 @@
 #include "vmm/machine.h"
 
+#include <optional>
+#include <stdexcept>
+
 #include <spdlog/spdlog.h>
 
 #include "devices/serial/uart16550.h"
@@ -7,14 +10,21 @@
 
 namespace mvmm {
 
-Machine::Machine(BootPlan plan, std::vector<Disk> disks, BootReport* report)
+Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context& io,
+                 BootReport* report)
     : plan_(std::move(plan)),
       report_(report),
       board_(plan_, std::move(disks), {[this](devices::PowerEvent e) { on_power(e); }, report}),
       vcpus_(
           board_.vcpus, board_.mmio, board_.pio,
-          [this](ExitCode code, const std::string& reason) { request_exit(code, reason); },
-          report) {
+          [this](ExitCode code, const std::string& reason) { request_exit(code, reason); }, report),
+      disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io,
+              plan_.config.request_alloc, vcpus_.diagnostics(),
+              [this](std::chrono::seconds interval) {
+                  cache_cleaner_.clean_at_least_every(interval);
+              }},
+             board_.disks),
+      cache_cleaner_(io, [this](const auto& clean) { disks_.for_each_image(clean); }) {
     for (const auto& disk : board_.disks)
         vcpus_.diagnostics().add_device(disk.name, *disk.counters);
 }
@@ -32,10 +42,28 @@ nlohmann::json Machine::query_status() {
     const Config& config = plan_.config;
     return {{"status", exit_code_ ? "stopping" : "running"},
             {"cpus", config.cpus},
-            {"disks", config.disks.blk.size()},
+            {"disks", disks_.disks().size()},
             {"scsi_controllers", config.disks.scsi.size()},
             {"memory_bytes", board_.memory.total_size()},
             {"uptime_ms", std::chrono::duration_cast<std::chrono::milliseconds>(uptime).count()}};
+}
+
+nlohmann::json Machine::resize_disk(const std::string& path) {
+    const auto size = disks_.resize(path);
+    if (!size) throw std::invalid_argument("no disk has path=" + path);
+    return {{"path", path}, {"size_bytes", *size}};
+}
+
+nlohmann::json Machine::add_disk(const nlohmann::json& arguments) {
+    return disks_.add(arguments);
+}
+
+nlohmann::json Machine::remove_disk(const nlohmann::json& arguments) {
+    return disks_.remove(arguments);
+}
+
+nlohmann::json Machine::query_disks() {
+    return disks_.query();
 }
 
 void Machine::quit() {
@@ -49,10 +77,23 @@ ExitFigures Machine::exit_figures() const {
                            vcpus_.exits().by_kind(),
                            board_.platform.routing_pushes(),
                            plan_.config.request_alloc,
-                           {}};
-    for (const auto& disk : board_.disks)
+                           {},
+                           disk_caches()};
+    for (const auto& disk : disks_.disks())
         machine.devices.push_back({disk.name, disk.counters->statistics()});
     return {read_process_figures(), std::move(machine)};
+}
+
+std::vector<ImageCacheFigures> Machine::disk_caches() const {
+    std::vector<ImageCacheFigures> images;
+    disks_.for_each_image([&](const devices::block::DiskImage& image) {
+        images.push_back(read_image_cache_figures(image));
+    });
+    return images;
+}
+
+nlohmann::json Machine::query_disk_caches() {
+    return disk_caches_json(disk_caches());
 }
 
 void Machine::request_exit(ExitCode code, const std::string& reason) {

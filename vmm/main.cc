@@ -9,10 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "mem/guest_ram.h"
+#include "base/user_error.h"
 #include "rcu/trim.h"
 #include "vmm/api/server.h"
-#include "vmm/boot/bzimage.h"
 #include "vmm/cli/command_line.h"
 #include "vmm/cli/usage_error.h"
 #include "vmm/cli/validate.h"
@@ -33,13 +32,7 @@ class Run {
     int operator()(int argc, char** argv) {
         try {
             return boot(argc, argv);
-        } catch (const UsageError& e) {
-            return fail(kExitUsage, e);
-        } catch (const api::ApiSocketError& e) {
-            return fail(kExitUsage, e);
-        } catch (const RamError& e) {
-            return fail(kExitUsage, e);
-        } catch (const boot::BootError& e) {
+        } catch (const UserError& e) {  // the command line, its files, what the host lacks
             return fail(kExitUsage, e);
         } catch (const std::exception& e) {
             return fail(kExitInternalError, e);
@@ -65,7 +58,8 @@ class Run {
         rcu::set_trim_policy(plan.config.trim);
         io.start(plan.config.io_threads ? plan.config.io_threads : IoThreads::default_count());
         const std::string api_socket = plan.config.api_socket;
-        Machine machine(std::move(plan), std::move(disks), report_ ? &*report_ : nullptr);
+        Machine machine(std::move(plan), std::move(disks), io.context(),
+                        report_ ? &*report_ : nullptr);
         std::optional<api::ApiServer> api;
         const IoThreadsStopper stop_io_first(io);  // before the socket server and the machine go
         stop_signals.on_signal([&machine](int signal) {

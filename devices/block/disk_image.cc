@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <array>
-#include <stdexcept>
 
+#include "base/fd.h"
+#include "devices/block/qcow2/qcow2_image.h"
 #include "devices/block/raw_image.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block {
 
@@ -62,9 +62,12 @@ std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_on
     ImageFormat format = options.format;
     if (format == ImageFormat::Auto)
         format = starts_like_qcow2(path) ? ImageFormat::Qcow2 : ImageFormat::Raw;
+    if (format == ImageFormat::Qcow2 && options.cache == CacheMode::None)
+        throw ImageError("disk image " + path +
+                         ": cache=none is for raw images (a qcow2 image's metadata goes through "
+                         "the page cache); use cache=writeback");
     if (format == ImageFormat::Qcow2)
-        throw std::runtime_error("disk image " + path +
-                                 ": is a qcow2 image, which this build cannot open yet");
+        return qcow2::Qcow2Image::open(path, read_only, options.qcow2);
     return RawImage::open(path, read_only, options.cache);
 }
 

@@ -5,21 +5,30 @@
 // a vCPU thread.  open_queue() gives a queue that keeps many operations in flight (io_queue.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include "base/result.h"
+#include "base/user_error.h"
+#include "devices/block/cache_stats.h"
 #include "devices/block/image_options.h"
 #include "mem/guest_buffers.h"
-#include "mem/result.h"
 
 namespace mvmm::devices::block {
 
 inline constexpr uint64_t kImageBlockSize = 512;  // an image's size is a multiple of it
 
 using IoResult = Result<Ok, std::error_code>;
+
+// An image that cannot be opened: one line for the user naming the file and what is wrong.
+class ImageError : public UserError {
+  public:
+    using UserError::UserError;
+};
 
 class IoQueue;
 
@@ -29,7 +38,12 @@ class DiskImage {
 
     virtual const std::string& path() const noexcept = 0;
     virtual ImageFormat format() const noexcept = 0;
-    virtual uint64_t size() const noexcept = 0;  // bytes, a multiple of kImageBlockSize
+    // Bytes, a multiple of kImageBlockSize; reread_size() may change it while I/O runs.
+    virtual uint64_t size() const noexcept = 0;
+    // Reads the image's size again, after the host grew or shrank it, and returns it; throws
+    // std::runtime_error (and keeps the old size) when it is not a positive multiple of
+    // `block_size` bytes.
+    virtual uint64_t reread_size(uint64_t block_size) = 0;
     virtual bool read_only() const noexcept = 0;
 
     // Whole transfers: anything less than the whole range is an error.
@@ -45,6 +59,14 @@ class DiskImage {
     // `pattern` (not empty) again and again over [offset, offset + length), the last copy cut
     // short, in writes whose pieces all point at it: nothing is copied or allocated.
     IoResult write_repeated(uint64_t offset, uint64_t length, GuestBuffers::Part pattern) const;
+
+    // The metadata caches (qcow2's tables, its backing chain's added in); zeroes for raw.
+    virtual CacheStats cache_stats() const { return {}; }
+    // Drops cached metadata nobody used for the image's cache-clean-interval; the owner calls
+    // it now and then (`now` may be a driven clock).  Returns how many tables went.
+    virtual size_t clean_idle(std::chrono::steady_clock::time_point /*now*/) { return 0; }
+    // That interval; 0 when clean_idle() never has anything to drop (raw).
+    virtual std::chrono::seconds cache_clean_interval() const noexcept { return {}; }
 
     // What read() and write() need of guest buffers: their host addresses and lengths are
     // multiples of it (cache=none: O_DIRECT), else the queues bounce them.  1: anything goes.
@@ -64,8 +86,8 @@ class DiskImage {
 
 // Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and
 // locks it: shared for read-only disks, exclusive otherwise, so that a disk given twice or used
-// by another VMM is refused.  Throws std::runtime_error with one line for the user naming the
-// file and what is wrong.
+// by another VMM is refused.  A file forced to qcow2 that is not one is an error; a qcow2 image
+// forced to raw opens raw (its bytes as they are, as QEMU does).  Throws ImageError.
 std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_only,
                                            const ImageOptions& options = {});
 

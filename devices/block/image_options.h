@@ -3,6 +3,8 @@
 
 #include <string_view>
 
+#include "devices/block/qcow2/options.h"
+
 namespace mvmm::devices::block {
 
 enum class ImageFormat {
@@ -25,6 +27,7 @@ enum class AioMode { IoUring, Threads, Sync };
 struct ImageOptions {
     ImageFormat format = ImageFormat::Auto;
     CacheMode cache = CacheMode::Writeback;
+    qcow2::Qcow2Options qcow2 = {};  // its metadata caches; a raw image has none
 };
 
 }  // namespace mvmm::devices::block

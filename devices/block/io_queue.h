@@ -33,10 +33,10 @@ AioMode default_aio_mode();
 struct IoOp {
     enum class Kind : uint8_t { Read, Write, Flush, Discard, WriteZeroes };
     Kind kind = Kind::Read;
-    bool may_unmap = false;  // WriteZeroes
-    uint64_t offset = 0;     // bytes on the disk
-    uint64_t length = 0;     // Discard, WriteZeroes
-    GuestBuffers buffers;    // Read: filled; Write: written
+    bool may_unmap = false;     // WriteZeroes
+    uint64_t offset = 0;        // bytes on the disk
+    uint64_t length = 0;        // Discard, WriteZeroes
+    GuestBuffers buffers = {};  // Read: filled; Write: written
 };
 
 // One host call of an operation: a whole flush, discard or write-zeroes, or the part of a
@@ -46,7 +46,7 @@ struct IoStep {
     bool may_unmap = false;
     uint64_t offset = 0;
     uint64_t length = 0;
-    GuestBuffers buffers;  // Read, Write: `length` bytes
+    GuestBuffers buffers = {};  // Read, Write: `length` bytes
 };
 
 // Carries out `step` with `image`'s blocking calls: bytes moved (transfers), 0, or -errno.
@@ -71,9 +71,9 @@ class IoRequest {
     // The queue's bookkeeping while the operation is in flight; its owner leaves it alone.
     struct Flight {
         IoOp op;
-        IoStep step;          // the one in flight
-        uint64_t moved = 0;   // Read, Write: bytes done so far
-        int64_t result = 0;   // of the last step: bytes moved, or -errno
+        IoStep step;                            // the one in flight
+        uint64_t moved = 0;                     // Read, Write: bytes done so far
+        int64_t result = 0;                     // of the last step: bytes moved, or -errno
         std::optional<SlotPool::Slot> bounce;   // cache=none: the aligned copy of the buffers
         GuestBuffers::Part bounce_part;         // a view of it
         std::optional<SlotPool::Slot> scratch;  // the backend's (io_uring: the step's iovecs)

@@ -13,6 +13,7 @@
 #include <functional>
 #include <mutex>
 
+#include "devices/block/gated_image.h"
 #include "devices/block/raw_image.h"
 #include "devices/block/temp_image.h"
 #include "devices/block/thread_pool.h"
@@ -21,6 +22,7 @@ namespace mvmm::devices::block {
 namespace {
 
 using testing::filled;
+using testing::GatedImage;
 using testing::pattern;
 using testing::TempImage;
 
@@ -92,9 +94,8 @@ TEST_P(IoQueueTest, KeepsManyReadsInFlightAndFillsEachOne) {
     }
     EXPECT_TRUE(std::ranges::all_of(reads, [](auto& r) { return r.done == 0; }))
         << "nothing completes in submit()";
-    ASSERT_TRUE(serve_until(*queue, [&] {
-        return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; });
-    }));
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; }); }));
     for (int i = 0; i < kReads; ++i) {
         ASSERT_TRUE(reads[i].ok) << i;
         const size_t offset = size_t(i * 37 % 256) * 4096;
@@ -107,7 +108,8 @@ TEST_P(IoQueueTest, WritesScatteredBuffersThenFlushesFromIoDone) {
     testing::ScatteredBuffers buffers;
     Recorded write, flush;
     write.then = [&] { queue->submit(flush, {.kind = IoOp::Kind::Flush}); };
-    queue->submit(write, {.kind = IoOp::Kind::Write, .offset = 4608, .buffers = buffers.scattered()});
+    queue->submit(write,
+                  {.kind = IoOp::Kind::Write, .offset = 4608, .buffers = buffers.scattered()});
     ASSERT_TRUE(serve_until(*queue, [&] { return flush.done == 1; }));
     EXPECT_TRUE(write.ok);
     EXPECT_TRUE(flush.ok);
@@ -118,16 +120,17 @@ TEST_P(IoQueueTest, WritesScatteredBuffersThenFlushesFromIoDone) {
 TEST_P(IoQueueTest, DiscardsAndWritesZeroes) {
     auto queue = open(*image);
     Recorded discard, zeroes, unmapped;
-    ASSERT_TRUE(run(*queue, discard, {.kind = IoOp::Kind::Discard, .offset = 8192, .length = 8192}));
+    ASSERT_TRUE(
+        run(*queue, discard, {.kind = IoOp::Kind::Discard, .offset = 8192, .length = 8192}));
     EXPECT_TRUE(discard.ok);
     EXPECT_EQ(file.read(8192, 8192), filled(8192, 0));
-    ASSERT_TRUE(run(*queue, zeroes,
-                    {.kind = IoOp::Kind::WriteZeroes, .offset = 1024, .length = 2048}));
+    ASSERT_TRUE(
+        run(*queue, zeroes, {.kind = IoOp::Kind::WriteZeroes, .offset = 1024, .length = 2048}));
     EXPECT_TRUE(zeroes.ok);
     EXPECT_EQ(file.read(1024, 2048), filled(2048, 0));
-    ASSERT_TRUE(run(*queue, unmapped,
-                    {.kind = IoOp::Kind::WriteZeroes, .may_unmap = true, .offset = 65536,
-                     .length = 4096}));
+    ASSERT_TRUE(
+        run(*queue, unmapped,
+            {.kind = IoOp::Kind::WriteZeroes, .may_unmap = true, .offset = 65536, .length = 4096}));
     EXPECT_TRUE(unmapped.ok);
     EXPECT_EQ(file.read(65536, 4096), filled(4096, 0));
     EXPECT_EQ(file.read(512, 512), filled(512, 0xaa));
@@ -152,22 +155,23 @@ TEST_P(IoQueueTest, AReadPastAShrunkImageFails) {
     std::vector<uint8_t> into(8192);
     const GuestBuffers::Part part[] = {GuestSlice(into)};
     Recorded read;
-    ASSERT_TRUE(run(*queue, read,
-                    {.kind = IoOp::Kind::Read, .offset = 0, .buffers = GuestBuffers(part)}));
+    ASSERT_TRUE(
+        run(*queue, read, {.kind = IoOp::Kind::Read, .offset = 0, .buffers = GuestBuffers(part)}));
     EXPECT_FALSE(read.ok);
     EXPECT_EQ(read.error, std::errc::io_error);
 }
 
 // cache=none: buffers O_DIRECT cannot take go through the queue's bounce buffers, in windows.
 TEST_P(IoQueueTest, BouncesUnalignedBuffersWithCacheNone) {
+    image.reset();  // one writer at a time
     std::unique_ptr<DiskImage> direct;
     try {
-        direct = open_disk_image(file.path(), false, {.cache = CacheMode::None});
-    } catch (const std::runtime_error& e) {
+        direct = open_disk_image(file.path(), false, {.cache = CacheMode::None, .qcow2 = {}});
+    } catch (const ImageError& e) {
+        if (std::string_view(e.what()).find("O_DIRECT") == std::string_view::npos) throw;
         GTEST_SKIP() << e.what();
     }
     ASSERT_GT(direct->buffer_alignment(), 1u);
-    image.reset();  // one writer at a time
     auto queue = open(*direct);
     constexpr size_t kBytes = 200 * 1024;  // more than one bounce window
     const auto data = pattern(kBytes, 5);
@@ -191,43 +195,6 @@ INSTANTIATE_TEST_SUITE_P(EveryBackend, IoQueueTest,
                          ::testing::Values(AioMode::IoUring, AioMode::Threads, AioMode::Sync),
                          mode_name);
 
-// An image whose reads wait at a gate, counting how many are inside at once.
-class GatedImage final : public DiskImage {
-  public:
-    const std::string& path() const noexcept override { return path_; }
-    ImageFormat format() const noexcept override { return ImageFormat::Raw; }
-    uint64_t size() const noexcept override { return 1 << 20; }
-    bool read_only() const noexcept override { return true; }
-    IoResult read(uint64_t, const GuestBuffers&) const override {
-        std::unique_lock lock(mutex_);
-        ++inside_;
-        changed_.notify_all();
-        changed_.wait(lock, [&] { return open_; });
-        return Ok{};
-    }
-    IoResult write(uint64_t, const GuestBuffers&) const override { return Ok{}; }
-    IoResult flush() override { return Ok{}; }
-    IoResult discard(uint64_t, uint64_t) const override { return Ok{}; }
-    IoResult write_zeroes(uint64_t, uint64_t, bool) const override { return Ok{}; }
-
-    bool wait_inside(int n) const {
-        std::unique_lock lock(mutex_);
-        return changed_.wait_for(lock, std::chrono::seconds(5), [&] { return inside_ >= n; });
-    }
-    void open_gate() {
-        std::lock_guard lock(mutex_);
-        open_ = true;
-        changed_.notify_all();
-    }
-
-  private:
-    std::string path_ = "gated";
-    mutable std::mutex mutex_;
-    mutable std::condition_variable changed_;
-    mutable int inside_ = 0;
-    bool open_ = false;
-};
-
 // aio=threads is how an image without io_uring (qcow2) gets depth: its blocking calls run
 // side by side on the pool, which grows while work waits.
 TEST(ThreadPoolQueueTest, RunsAnImagesBlockingCallsSideBySide) {
@@ -240,9 +207,8 @@ TEST(ThreadPoolQueueTest, RunsAnImagesBlockingCallsSideBySide) {
         queue->submit(read, {.kind = IoOp::Kind::Read, .buffers = GuestBuffers(part)});
     EXPECT_TRUE(gated.wait_inside(16)) << "16 reads blocked at once";
     gated.open_gate();
-    ASSERT_TRUE(serve_until(*queue, [&] {
-        return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; });
-    }));
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; }); }));
     EXPECT_TRUE(std::ranges::all_of(reads, [](auto& r) { return r.ok; }));
     EXPECT_GE(ThreadPool::shared()->threads(), 16u);
 }

@@ -14,9 +14,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <stdexcept>
 
-#include "mem/mapping.h"
+#include "base/mapping.h"
 
 namespace mvmm::devices::block {
 namespace {
@@ -70,7 +69,7 @@ GuestBuffers::Part zero_source() {
 }
 
 [[noreturn]] void fail_open(const std::string& path, const std::string& why) {
-    throw std::runtime_error("disk image " + path + ": " + why);
+    throw ImageError("disk image " + path + ": " + why);
 }
 
 uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
@@ -95,8 +94,9 @@ size_t direct_io_alignment(int fd, const struct stat& st, const std::string& pat
         memory = offset = static_cast<size_t>(sector);
     }
     if (offset == 0)
-        fail_open(path, "cache=none: its filesystem does not support O_DIRECT; use "
-                        "cache=writeback");
+        fail_open(path,
+                  "cache=none: its filesystem does not support O_DIRECT; use "
+                  "cache=writeback");
     if (offset > kImageBlockSize)
         fail_open(path, "cache=none: O_DIRECT needs " + std::to_string(offset) +
                             "-byte aligned offsets here, more than a 512-byte sector; use "
@@ -112,8 +112,9 @@ Fd open_file(const std::string& path, bool ro, CacheMode cache) {
     if (fd.valid()) return fd;
     const int error = errno;
     if (cache == CacheMode::None && error == EINVAL)
-        fail_open(path, "cache=none: its filesystem does not support O_DIRECT (tmpfs before "
-                        "Linux 6.6 does not); use cache=writeback");
+        fail_open(path,
+                  "cache=none: its filesystem does not support O_DIRECT (tmpfs before "
+                  "Linux 6.6 does not); use cache=writeback");
     std::string why = std::string("cannot open ") + (ro ? "read-only" : "read-write") + ": " +
                       std::strerror(error);
     if (!ro && (error == EACCES || error == EROFS || error == EPERM))
@@ -127,8 +128,7 @@ bool fallocate_unsupported(int error) {
     return error == EOPNOTSUPP || error == ENOSYS || error == ENODEV || error == EINVAL;
 }
 
-RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only,
-                   size_t alignment)
+RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only, size_t alignment)
     : path_(std::move(path)),
       fd_(std::move(fd)),
       size_(size),
@@ -156,9 +156,20 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro, Cache
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
     if (!ro) zero_source();  // now, not on an I/O thread
-    const size_t alignment =
-        cache == CacheMode::None ? direct_io_alignment(fd.get(), st, path) : 1;
+    const size_t alignment = cache == CacheMode::None ? direct_io_alignment(fd.get(), st, path) : 1;
     return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro, alignment);
+}
+
+uint64_t RawImage::reread_size(uint64_t block_size) {
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0) fail_open(path_, std::strerror(errno));
+    const uint64_t size = image_size(fd_.get(), st, path_);
+    if (size == 0 || size % block_size != 0)
+        fail_open(path_, "is now " + std::to_string(size) + " bytes, not a positive multiple of " +
+                             std::to_string(block_size) + "; the disk keeps " +
+                             std::to_string(size_.load()) + " bytes");
+    size_.store(size);
+    return size;
 }
 
 RawImage::~RawImage() {

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "base/fd.h"
 #include "devices/block/disk_image.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block {
 
@@ -15,7 +15,7 @@ class RawImage final : public DiskImage {
 
   public:
     // Opens `path` (read-only disks with O_RDONLY; cache=none with O_DIRECT) and locks it (see
-    // open_disk_image).  Throws std::runtime_error with a message for the user.
+    // open_disk_image).  Throws ImageError.
     static std::unique_ptr<RawImage> open(const std::string& path, bool read_only,
                                           CacheMode cache = CacheMode::Writeback);
     RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only, size_t alignment);
@@ -28,7 +28,9 @@ class RawImage final : public DiskImage {
 
     const std::string& path() const noexcept override { return path_; }
     ImageFormat format() const noexcept override { return ImageFormat::Raw; }
-    uint64_t size() const noexcept override { return size_; }
+    uint64_t size() const noexcept override { return size_.load(); }
+    // fstat (or the block device's size) again.
+    uint64_t reread_size(uint64_t block_size) override;
     bool read_only() const noexcept override { return read_only_; }
 
     // preadv/pwritev; short transfers and EINTR are retried.
@@ -57,7 +59,7 @@ class RawImage final : public DiskImage {
   private:
     std::string path_;
     Fd fd_;
-    uint64_t size_;
+    std::atomic<uint64_t> size_;
     bool read_only_;
     size_t alignment_;
     std::atomic<bool> flush_failed_{false};

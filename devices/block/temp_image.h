@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/block/disk_image.h"
 #include "mem/guest_buffers.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block::testing {
 

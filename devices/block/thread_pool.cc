@@ -7,8 +7,7 @@ namespace {
 
 class PoolQueue final : public IoQueue {
   public:
-    PoolQueue(DiskImage& image, uint32_t depth)
-        : IoQueue(image, depth), offload_(image, done_) {}
+    PoolQueue(DiskImage& image, uint32_t depth) : IoQueue(image, depth), offload_(image, done_) {}
     int completion_fd() const noexcept override { return done_.get(); }
 
   private:
@@ -83,8 +82,9 @@ void ThreadPool::serve() {
         PoolJob& job = *head_;
         head_ = job.next;
         if (!head_) tail_ = nullptr;
-        // More waiting and nobody free to take it: one more thread, up to the limit.
-        if (head_ && idle_ == 0 && threads_.size() < max_threads_) start_thread();
+        // Nobody left free: one more thread, up to the limit, so that the next job posted has a
+        // thread to take it even while every other one blocks in the image.
+        if (idle_ == 0 && threads_.size() < max_threads_) start_thread();
         lock.unlock();
         job.run(job);
         lock.lock();

@@ -1,8 +1,9 @@
 // aio=threads: the image's blocking calls on a pool of threads shared by every queue of the
 // process, as QEMU's thread pool is (one per AioContext, at most 64 workers).  The pool starts
-// with a few threads and grows while jobs wait and no thread is idle, up to 64: a thread is
-// started by a pool thread, never by the I/O thread that posts (so posting allocates nothing),
-// and the threads stay until the pool goes with its last queue.  Jobs live in the requests
+// with a few threads and grows by one whenever the last idle thread takes a job, up to 64 (a
+// job posted while every thread blocks in the image finds the spare): a thread is started by a
+// pool thread, never by the I/O thread that posts (so posting allocates nothing), and the
+// threads stay until the pool goes with its last queue.  Jobs live in the requests
 // they run for (PoolJob, io_queue.h), so the pool allocates nothing per job either.
 #pragma once
 
@@ -12,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/block/io_queue.h"
-#include "mem/fd.h"
 
 namespace mvmm::devices::block {
 

@@ -5,9 +5,11 @@
 // only ever touched by that queue's context, so submitting and reaping take no lock.
 #include <liburing.h>
 #include <linux/falloc.h>
+#include <spdlog/spdlog.h>
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "devices/block/raw_image.h"
@@ -50,7 +52,7 @@ class UringQueue final : public IoQueue {
     RawImage& raw_;
     io_uring ring_{};
     EventFd done_;
-    SlotPool iovecs_;  // one step's iovecs per operation in flight
+    SlotPool iovecs_;   // one step's iovecs per operation in flight
     Offload fallback_;  // write-zeroes where the filesystem cannot zero (writes zeroes)
 };
 
@@ -152,7 +154,11 @@ void UringQueue::reaped(IoRequest& request, int result) {
 bool io_uring_supported() {
     static const bool supported = [] {
         io_uring ring{};
-        if (io_uring_queue_init(2, &ring, 0) < 0) return false;
+        if (const int error = io_uring_queue_init(2, &ring, 0); error < 0) {
+            spdlog::warn("io_uring is not available here ({}): disks default to aio=threads",
+                         std::strerror(-error));
+            return false;
+        }
         io_uring_queue_exit(&ring);
         return true;
     }();

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "mem/address_space.h"
+#include "devices/bus/address_space.h"
 
 namespace mvmm::devices::pci {
 

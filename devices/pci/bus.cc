@@ -1,6 +1,7 @@
 #include "devices/pci/bus.h"
 
 #include <cstring>
+#include <shared_mutex>
 #include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
@@ -24,19 +25,60 @@ std::string slot_name(uint8_t devfn) {
 
 }  // namespace
 
+// Stands between the address space and a BAR's handler so that a detached function can be
+// destroyed: dispatch calls a handler after leaving its RCU read section, so an access that
+// looked the BAR up before it was unmapped may still be on its way in.  close() waits for the
+// accesses inside and turns later ones away (reads see all-ones, as from an empty slot).
+class PciBus::BarGate final : public IoHandler {
+  public:
+    explicit BarGate(std::shared_ptr<IoHandler> handler) : handler_(std::move(handler)) {}
+    void read(uint64_t offset, std::span<uint8_t> data) override {
+        std::shared_lock lock(mutex_);
+        if (handler_)
+            handler_->read(offset, data);
+        else
+            std::memset(data.data(), 0xff, data.size());
+    }
+    void write(uint64_t offset, std::span<const uint8_t> data) override {
+        std::shared_lock lock(mutex_);
+        if (handler_) handler_->write(offset, data);
+    }
+    void close() {
+        std::unique_lock lock(mutex_);
+        handler_.reset();
+    }
+
+  private:
+    std::shared_mutex mutex_;
+    std::shared_ptr<IoHandler> handler_;
+};
+
 PciBus::PciBus(MmioSpace& mmio, PioSpace& pio, std::string name)
     : mmio_(mmio), pio_(pio), name_(std::move(name)) {}
 
 PciBus::~PciBus() {
     for (auto& node : nodes_) {
         if (!node) continue;
-        for (auto& mapped : node->bars) {
-            if (mapped.bar.kind == BarKind::Io)
-                pio_.remove(mapped.region);
-            else
-                mmio_.remove(mapped.region);
-        }
+        for (auto& mapped : node->bars) unregister(mapped);
     }
+}
+
+void PciBus::unregister(const MappedBar& mapped) {
+    if (mapped.bar.kind == BarKind::Io)
+        pio_.remove(mapped.region);
+    else
+        mmio_.remove(mapped.region);
+}
+
+std::shared_ptr<PciFunction> PciBus::detach(uint8_t devfn) {
+    if (!occupied(devfn) || nodes_[devfn]->port) return nullptr;
+    std::unique_ptr<Node> node = std::move(nodes_[devfn]);
+    for (auto& mapped : node->bars) {
+        if (mapped.base) node->function->bar_mapped(mapped.bar.index, std::nullopt);
+        unregister(mapped);  // one flat-view rebuild per BAR
+        mapped.gate->close();
+    }
+    return std::move(node->function);
 }
 
 PciBus::Node& PciBus::add_node(uint8_t devfn, std::shared_ptr<PciFunction> function) {
@@ -46,16 +88,17 @@ PciBus::Node& PciBus::add_node(uint8_t devfn, std::shared_ptr<PciFunction> funct
     for (const Bar& bar : function->bars()) {
         const std::string region_name =
             fmt::format("pci {}:{} BAR{}", name_, slot_name(devfn), bar.index);
+        auto gate = std::make_shared<BarGate>(bar.handler);
         RegionId id;
         // Registered unmapped: a BAR decodes only once the guest assigns and enables it.
         if (bar.kind == BarKind::Io) {
-            id = pio_.add(PioPort(0), bar.size, bar.handler, region_name);
+            id = pio_.add(PioPort(0), bar.size, gate, region_name);
             pio_.update(id, PioPort(0), false);
         } else {
-            id = mmio_.add(GuestAddr(0), bar.size, bar.handler, region_name);
+            id = mmio_.add(GuestAddr(0), bar.size, gate, region_name);
             mmio_.update(id, GuestAddr(0), false);
         }
-        node->bars.push_back({bar, id, std::nullopt});
+        node->bars.push_back({bar, std::move(gate), id, std::nullopt});
     }
     node->function = std::move(function);
     nodes_[devfn] = std::move(node);

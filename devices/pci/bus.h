@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "devices/pci/function.h"
+#include "devices/bus/address_space.h"
+#include "devices/pci/pci_function.h"
 #include "devices/pci/root_port.h"
-#include "mem/address_space.h"
 
 namespace mvmm::devices::pci {
 
@@ -38,6 +38,11 @@ class PciBus {
     void attach(uint8_t devfn, std::shared_ptr<PciFunction> function);
     // Puts a root port at `devfn` and returns the (empty) bus behind it.
     PciBus& attach_port(uint8_t devfn, std::shared_ptr<RootPort> port);
+    // Takes the function at `devfn` off the bus and returns it (nullptr when there is none;
+    // not a root port): its BARs leave the address spaces (it hears bar_mapped(nullopt) for
+    // each mapped one), and once this returns no access is inside its BAR handlers or will
+    // reach them, so the caller may destroy it.
+    std::shared_ptr<PciFunction> detach(uint8_t devfn);
     bool occupied(uint8_t devfn) const { return nodes_[devfn] != nullptr; }
     bool holds_port(uint8_t devfn) const { return occupied(devfn) && nodes_[devfn]->port; }
 
@@ -54,8 +59,10 @@ class PciBus {
     void sync_mappings(const Forwards& upstream);
 
   private:
+    class BarGate;
     struct MappedBar {
         Bar bar;
+        std::shared_ptr<BarGate> gate;  // what the address space calls: the BAR's handler
         RegionId region;
         std::optional<uint64_t> base;  // where it is mapped now
     };
@@ -70,6 +77,7 @@ class PciBus {
     std::optional<uint64_t> decoded_base(PciFunction& function, const Bar& bar, uint16_t command,
                                          const Forwards& upstream) const;
     void map(MappedBar& mapped, std::optional<uint64_t> base);
+    void unregister(const MappedBar& mapped);
     bool slot_is_multifunction(uint8_t devfn) const;
 
     MmioSpace& mmio_;

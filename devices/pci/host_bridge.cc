@@ -1,11 +1,10 @@
 #include "devices/pci/host_bridge.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "devices/pci/config_access.h"
 #include "devices/pci/config_space.h"
 
 namespace mvmm::devices::pci {
@@ -14,11 +13,6 @@ namespace {
 
 constexpr uint8_t kLastDevice = 31;
 constexpr unsigned kFunctionsPerSlot = 8;
-constexpr uint16_t kConfigAddressPort = 0xcf8;  // CONFIG_ADDRESS, then CONFIG_DATA at 0xCFC
-constexpr uint64_t kResetControlOffset = 1;     // port 0xCF9
-constexpr uint64_t kConfigDataOffset = 4;
-constexpr uint32_t kConfigEnable = 1u << 31;
-constexpr uint64_t kEcamBytesPerBus = 1 << 20;
 
 // 00:00.0: a function that only says "host bridge".
 class HostBridgeFunction final : public PciFunction {
@@ -41,84 +35,6 @@ class HostBridgeFunction final : public PciFunction {
     ConfigSpace config_;
 };
 
-bool naturally_aligned(uint64_t offset, size_t size) {
-    return (size == 1 || size == 2 || size == 4) && offset % size == 0;
-}
-
-// MMCONFIG: bus << 20 | device << 15 | function << 12 | register.
-class EcamHandler final : public IoHandler {
-  public:
-    explicit EcamHandler(PciHostBridge& bridge) : bridge_(bridge) {}
-    void read(uint64_t offset, std::span<uint8_t> data) override {
-        if (naturally_aligned(offset, data.size()))
-            bridge_.config_read(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
-        else
-            std::ranges::fill(data, 0xff);
-    }
-    void write(uint64_t offset, std::span<const uint8_t> data) override {
-        if (naturally_aligned(offset, data.size()))
-            bridge_.config_write(offset >> 20, (offset >> 12) & 0xff, offset & 0xfff, data);
-    }
-
-  private:
-    PciHostBridge& bridge_;
-};
-
-// Ports 0xCF8-0xCFF: CONFIG_ADDRESS (dword only) and CONFIG_DATA (any access in the dword).
-class LegacyConfigHandler final : public IoHandler {
-  public:
-    LegacyConfigHandler(PciHostBridge& bridge, std::shared_ptr<IoHandler> reset_control)
-        : bridge_(bridge), reset_control_(std::move(reset_control)) {}
-
-    void read(uint64_t offset, std::span<uint8_t> data) override {
-        if (offset == 0 && data.size() == 4) {
-            const uint32_t v = address_.load();
-            std::memcpy(data.data(), &v, 4);
-        } else if (auto cycle = data_cycle(offset, data.size())) {
-            bridge_.config_read(cycle->bus, cycle->devfn, cycle->offset, data);
-        } else if (is_reset_control(offset, data.size())) {
-            reset_control_->read(0, data);
-        } else {
-            std::ranges::fill(data, 0xff);
-        }
-    }
-
-    void write(uint64_t offset, std::span<const uint8_t> data) override {
-        if (offset == 0 && data.size() == 4) {
-            uint32_t v;
-            std::memcpy(&v, data.data(), 4);
-            address_.store(v & (kConfigEnable | 0x00ff'fffc));  // reserved bits read 0
-        } else if (auto cycle = data_cycle(offset, data.size())) {
-            bridge_.config_write(cycle->bus, cycle->devfn, cycle->offset, data);
-        } else if (is_reset_control(offset, data.size())) {
-            reset_control_->write(0, data);
-        }
-    }
-
-  private:
-    struct Cycle {
-        uint8_t bus;
-        uint8_t devfn;
-        uint16_t offset;
-    };
-    // The config cycle a CONFIG_DATA access at `offset` makes, if CONFIG_ADDRESS enables one.
-    std::optional<Cycle> data_cycle(uint64_t offset, size_t size) const {
-        const uint32_t address = address_.load();
-        if (offset < kConfigDataOffset || offset + size > kConfigDataOffset + 4 ||
-            !(address & kConfigEnable))
-            return std::nullopt;
-        return Cycle{static_cast<uint8_t>(address >> 16), static_cast<uint8_t>(address >> 8),
-                     static_cast<uint16_t>((address & 0xfc) + offset - kConfigDataOffset)};
-    }
-    bool is_reset_control(uint64_t offset, size_t size) const {
-        return reset_control_ && offset == kResetControlOffset && size == 1;
-    }
-
-    PciHostBridge& bridge_;
-    std::shared_ptr<IoHandler> reset_control_;
-    std::atomic<uint32_t> address_{0};
-};
-
 }  // namespace
 
 void PciLayout::validate() const {
@@ -133,14 +49,18 @@ void PciLayout::validate() const {
 }
 
 PciHostBridge::PciHostBridge(const PciLayout& layout, MmioSpace& mmio, PioSpace& pio,
-                             std::shared_ptr<IoHandler> reset_control)
-    : layout_((layout.validate(), layout)), mmio_(mmio), pio_(pio), root_(mmio, pio, "00") {
+                             Platform& platform, std::shared_ptr<IoHandler> reset_control)
+    : layout_((layout.validate(), layout)),
+      mmio_(mmio),
+      pio_(pio),
+      platform_(platform),
+      root_(mmio, pio, "00") {
     root_.attach(devfn(0, 0), std::make_shared<HostBridgeFunction>());
     ecam_region_ = mmio_.add(layout_.ecam_base, layout_.ecam_buses * kEcamBytesPerBus,
-                             std::make_shared<EcamHandler>(*this), "pci ecam");
-    legacy_region_ = pio_.add(
-        PioPort(kConfigAddressPort), 8,
-        std::make_shared<LegacyConfigHandler>(*this, std::move(reset_control)), "pci config ports");
+                             make_ecam_handler(*this), "pci ecam");
+    legacy_region_ =
+        pio_.add(PioPort(kConfigAddressPort), kConfigPortsBytes,
+                 make_legacy_config_handler(*this, std::move(reset_control)), "pci config ports");
 }
 
 bool fits_on_root_bus(unsigned slot_functions, unsigned root_ports) {
@@ -198,15 +118,76 @@ RootBusAddress PciHostBridge::add_empty_root_port() {
 }
 
 RootBusAddress PciHostBridge::add_root_port(std::shared_ptr<PciFunction> function) {
-    const RootBusAddress at = next_port_location();
-    auto port = std::make_shared<RootPort>(static_cast<uint8_t>(root_ports_ + 1));
+    RootBusAddress at = next_port_location();
+    at.port = static_cast<uint8_t>(ports_.size() + 1);
+    auto port = std::make_shared<RootPort>(at.port, platform_);
     PciBus& secondary = root_.attach_port(devfn(at.device, at.function), port);
     if (function) {
         secondary.attach(devfn(0, 0), std::move(function));
         port->set_slot_occupied();
     }
-    ++root_ports_;
+    ports_.push_back({port, &secondary});
+    port->set_release_handler([this, number = at.port] { release(ports_[number - 1]); });
     return at;
+}
+
+PciHostBridge::Port& PciHostBridge::port(uint8_t number) {
+    if (number == 0 || number > ports_.size())
+        throw std::runtime_error("no root port " + std::to_string(number));
+    return ports_[number - 1];
+}
+
+bool PciHostBridge::is_free(const Port& port) {
+    return !port.port->occupied() && port.port->power_indicator() == RootPort::Indicator::Off;
+}
+
+void PciHostBridge::set_unplug_handler(UnplugHandler handler) {
+    std::lock_guard lock(mutex_);
+    on_unplug_ = std::move(handler);
+}
+
+void PciHostBridge::plug(uint8_t number, std::shared_ptr<PciFunction> function) {
+    std::lock_guard lock(mutex_);
+    Port& target = port(number);
+    if (!is_free(target))
+        throw std::runtime_error(
+            "root port " + std::to_string(number) +
+            (target.port->occupied() ? " holds a device" : " is still being emptied by the guest"));
+    target.secondary->attach(devfn(0, 0), std::move(function));
+    target.port->insert_card();
+}
+
+void PciHostBridge::request_unplug(uint8_t number) {
+    std::lock_guard lock(mutex_);
+    Port& target = port(number);
+    if (!target.port->occupied())
+        throw std::runtime_error("root port " + std::to_string(number) + " is empty");
+    if (target.unplug_requested)
+        throw std::runtime_error("root port " + std::to_string(number) +
+                                 ": removal already requested, the guest has not released it yet");
+    if (!target.port->powered()) {
+        release(target);  // the guest never powered it on: nothing to wait for
+        return;
+    }
+    target.unplug_requested = true;
+    // A second press would cancel the first (pciehp): hence one request at a time.
+    target.port->press_attention_button();
+}
+
+void PciHostBridge::release(Port& target) {
+    auto function = target.secondary->detach(devfn(0, 0));
+    target.unplug_requested = false;
+    target.port->remove_card();
+    if (function && on_unplug_) on_unplug_(target.port->number(), std::move(function));
+}
+
+std::vector<SlotState> PciHostBridge::slots() const {
+    std::lock_guard lock(mutex_);
+    std::vector<SlotState> states;
+    for (const Port& p : ports_)
+        states.push_back({p.port->number(), p.port->occupied(), p.port->powered(),
+                          p.unplug_requested, is_free(p)});
+    return states;
 }
 
 void PciHostBridge::config_read(uint8_t bus, uint8_t devfn, uint16_t offset,

@@ -110,7 +110,8 @@ TEST(PciHostBridge, ResetControlSharesTheConfigAddressDword) {
     MmioSpace mmio;
     PioSpace pio;
     auto reset = std::make_shared<Recorder>();
-    PciHostBridge bridge(testing::test_layout(), mmio, pio, reset);
+    testing::FakePlatform platform;
+    PciHostBridge bridge(testing::test_layout(), mmio, pio, platform, reset);
     uint8_t byte = 0x06;
     pio.write(PioPort(0xcf9), {&byte, 1});
     ASSERT_EQ(reset->writes.size(), 1u);
@@ -332,12 +333,13 @@ TEST(PciHostBridge, FitsOnRootBusAgreesWithAttach) {
 TEST(PciHostBridge, LayoutIsValidated) {
     MmioSpace mmio;
     PioSpace pio;
+    testing::FakePlatform platform;
     auto layout = testing::test_layout();
     layout.io = {0xf000, 0x2000};  // past port 0xffff
-    EXPECT_THROW((PciHostBridge{layout, mmio, pio}), std::invalid_argument);
+    EXPECT_THROW((PciHostBridge{layout, mmio, pio, platform}), std::invalid_argument);
     layout = testing::test_layout();
     layout.ecam_base = GuestAddr(0xe008'0000);  // not 1 MiB aligned
-    EXPECT_THROW((PciHostBridge{layout, mmio, pio}), std::invalid_argument);
+    EXPECT_THROW((PciHostBridge{layout, mmio, pio, platform}), std::invalid_argument);
 }
 
 }  // namespace

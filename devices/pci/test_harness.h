@@ -31,7 +31,7 @@ class PciHarness {
     MmioSpace mmio;
     PioSpace pio;
     FakePlatform platform;
-    pci::PciHostBridge bridge{test_layout(), mmio, pio};
+    pci::PciHostBridge bridge{test_layout(), mmio, pio, platform};
 
     // Config access through ECAM, as Linux's MMCONFIG accessors do.
     template <class T>

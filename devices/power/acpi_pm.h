@@ -7,7 +7,7 @@
 #include <mutex>
 #include <span>
 
-#include "mem/address_space.h"
+#include "devices/bus/address_space.h"
 
 namespace mvmm::devices {
 

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <span>
 
+#include "devices/bus/address_space.h"
 #include "devices/platform.h"
-#include "mem/address_space.h"
 
 namespace mvmm::devices {
 

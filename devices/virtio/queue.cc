@@ -1,7 +1,12 @@
 #include "devices/virtio/queue.h"
 
+// Without the legacy layout helpers, whose C does not compile as C++.
+#define VIRTIO_RING_NO_LEGACY
+#include <linux/virtio_ring.h>
+
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -12,28 +17,18 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "virtio 1.x rings are little-endian; this host reads them natively");
 
-constexpr uint16_t kDescNext = 1;
-constexpr uint16_t kDescWrite = 2;
-constexpr uint16_t kDescIndirect = 4;
-constexpr uint16_t kAvailNoInterrupt = 1;  // VRING_AVAIL_F_NO_INTERRUPT
-constexpr uint16_t kUsedNoNotify = 1;      // VRING_USED_F_NO_NOTIFY
-
-struct Descriptor {
-    uint64_t addr;
-    uint32_t len;
-    uint16_t flags;
-    uint16_t next;
-};
+// The ring layouts are <linux/virtio_ring.h>'s (virtio 1.2, 2.7): the driver area is
+// {flags, idx, ring[size], used_event}, the device area {flags, idx, ring[size] of {id, len},
+// avail_event}.
+using Descriptor = vring_desc;
 static_assert(sizeof(Descriptor) == 16);
-
-// Ring field offsets (bytes).  The driver area is {flags, idx, ring[size], used_event};
-// the device area is {flags, idx, ring[size] of {id, len}, avail_event}.
-constexpr uint64_t kIdxOffset = 2;
+static_assert(offsetof(vring_avail, idx) == offsetof(vring_used, idx));
+constexpr uint64_t kIdxOffset = offsetof(vring_avail, idx);
 constexpr uint64_t avail_entry_offset(uint64_t i) {
-    return 4 + 2 * i;
+    return offsetof(vring_avail, ring) + sizeof(__virtio16) * i;
 }
 constexpr uint64_t used_entry_offset(uint64_t i) {
-    return 4 + 8 * i;
+    return offsetof(vring_used, ring) + sizeof(vring_used_elem) * i;
 }
 
 // Ring fields the driver reads or writes concurrently are loaded and stored atomically;
@@ -154,10 +149,10 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Pa
         if (budget-- == 0) return Unexpected{RingError::ChainTooLong};
         const Descriptor d = *copied;
 
-        if (d.flags & kDescIndirect) {
+        if (d.flags & VRING_DESC_F_INDIRECT) {
             if (!indirect_allowed_) return Unexpected{RingError::IndirectNotNegotiated};
             if (in_indirect) return Unexpected{RingError::NestedIndirect};
-            if (d.flags & kDescNext) return Unexpected{RingError::IndirectWithNext};
+            if (d.flags & VRING_DESC_F_NEXT) return Unexpected{RingError::IndirectWithNext};
             if (count != 0) return Unexpected{RingError::IndirectNotFirst};
             if (d.len == 0 || d.len % sizeof d != 0 || d.len / sizeof d > size_)
                 return Unexpected{RingError::BadIndirectLength};
@@ -176,13 +171,13 @@ Result<Ok, RingError> SplitQueue::walk(uint16_t head, std::span<GuestBuffers::Pa
         total += d.len;
         if (total > std::numeric_limits<uint32_t>::max())
             return Unexpected{RingError::ChainTooLarge};
-        if (!(d.flags & kDescWrite)) {
+        if (!(d.flags & VRING_DESC_F_WRITE)) {
             if (readable != count) return Unexpected{RingError::ReadableAfterWritable};
             ++readable;
         }
         // The budget keeps count below the queue size, which `parts` holds.
         std::construct_at(&parts[count++], *buffer);
-        if (!(d.flags & kDescNext)) {
+        if (!(d.flags & VRING_DESC_F_NEXT)) {
             chain.readable = GuestBuffers(parts.first(readable));
             chain.writable = GuestBuffers(parts.subspan(readable, count - readable));
             return Ok{};
@@ -203,7 +198,7 @@ void SplitQueue::push_used(uint16_t head, uint32_t written) {
 void SplitQueue::disable_notifications() {
     // With EVENT_IDX nothing to write: avail_event stays behind the driver's index, so the
     // driver does not kick again until enable_notifications() moves it.
-    if (!event_idx_) used_.store<uint16_t>(0, kUsedNoNotify, std::memory_order_relaxed);
+    if (!event_idx_) used_.store<uint16_t>(0, VRING_USED_F_NO_NOTIFY, std::memory_order_relaxed);
 }
 
 bool SplitQueue::enable_notifications() {
@@ -229,7 +224,7 @@ bool SplitQueue::should_notify() {
         return need_event(used_event, next_used_, old_used);
     }
     return old_used != next_used_ &&
-           !(avail_.load<uint16_t>(0, std::memory_order_relaxed) & kAvailNoInterrupt);
+           !(avail_.load<uint16_t>(0, std::memory_order_relaxed) & VRING_AVAIL_F_NO_INTERRUPT);
 }
 
 }  // namespace mvmm::devices::virtio

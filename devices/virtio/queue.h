@@ -10,10 +10,10 @@
 #include <span>
 #include <string_view>
 
-#include "devices/virtio/device.h"
+#include "base/result.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_buffers.h"
 #include "mem/guest_memory.h"
-#include "mem/result.h"
 
 namespace mvmm::devices::virtio {
 

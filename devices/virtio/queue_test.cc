@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio {
 namespace {

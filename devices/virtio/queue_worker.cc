@@ -1,15 +1,17 @@
 #include "devices/virtio/queue_worker.h"
 
+#include "devices/virtio/handler_memory.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
-#include <array>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -43,59 +45,6 @@ struct SlotLayout {
         auto* first = slot.bytes().data() + kInFlightBytes + state_bytes;
         return {reinterpret_cast<Part*>(first), parts};
     }
-};
-
-// Room for the one operation a worker has queued at any time (a posted resume or the wait for
-// its kick), so scheduling a batch takes nothing from the heap.  Asio's own per-thread cache of
-// operation memory misses now and then when I/O threads trade a queue's work (request-bench
-// --short under load: one allocation in 20 runs without this; a strand's invoker, about one in
-// a thousand requests).
-class HandlerMemory {
-  public:
-    void* allocate(size_t size) {
-        if (size <= sizeof storage_ && !in_use_.exchange(true)) return storage_;
-        return ::operator new(size);  // larger than Asio's operations are, or a second one
-    }
-    void deallocate(void* pointer) noexcept {
-        if (pointer == storage_)
-            in_use_.store(false);
-        else
-            ::operator delete(pointer);
-    }
-
-  private:
-    alignas(std::max_align_t) std::byte storage_[256];
-    std::atomic<bool> in_use_{false};
-};
-
-template <class T>
-struct HandlerAllocator {
-    using value_type = T;
-    explicit HandlerAllocator(HandlerMemory& m) noexcept : memory(&m) {}
-    template <class U>
-    HandlerAllocator(const HandlerAllocator<U>& other) noexcept : memory(other.memory) {}
-    T* allocate(size_t n) { return static_cast<T*>(memory->allocate(n * sizeof(T))); }
-    void deallocate(T* pointer, size_t) noexcept { memory->deallocate(pointer); }
-    template <class U>
-    bool operator==(const HandlerAllocator<U>& other) const noexcept {
-        return memory == other.memory;
-    }
-
-    HandlerMemory* memory;
-};
-
-// A handler whose operation Asio allocates from its HandlerMemory (the associated allocator).
-template <class Function>
-struct InMemory {
-    using allocator_type = HandlerAllocator<void>;
-    allocator_type get_allocator() const noexcept { return allocator; }
-    template <class... Args>
-    void operator()(Args&&... args) {
-        function(std::forward<Args>(args)...);
-    }
-
-    Function function;
-    allocator_type allocator;
 };
 
 }  // namespace
@@ -143,8 +92,9 @@ class QueueWorkers::Worker final : public std::enable_shared_from_this<Worker>,
     Result<Taken, RingError> take_and_start();
     void wait();
     void complete(InFlight& request, uint32_t written) override;  // requires mutex_
-    void complete_in_flight();                                   // requires mutex_
-    void fail(std::string_view why);                             // requires mutex_
+    void free_slot(InFlight& request);  // requires mutex_; the used ring untouched
+    void complete_in_flight();          // requires mutex_
+    void fail(std::string_view why);    // requires mutex_
 
     const std::string& name_;  // the QueueWorkers' name, which outlives every worker
     const uint16_t index_;
@@ -156,13 +106,13 @@ class QueueWorkers::Worker final : public std::enable_shared_from_this<Worker>,
     // Its pool has a slot per request in flight, the queue size of them.
     const std::shared_ptr<QueueRequests> requests_;
     boost::asio::io_context& io_;
-    HandlerMemory handler_memory_;  // for the one handler queued at a time
-    Fd kick_;                       // a dup of the transport's eventfd
-    const int completion_fd_;       // the handler's, or -1
+    HandlerMemory handler_memory_;                 // for the one handler queued at a time
+    Fd kick_;                                      // a dup of the transport's eventfd
+    const int completion_fd_;                      // the handler's, or -1
     boost::asio::posix::stream_descriptor wakes_;  // epoll on kick_ and completion_fd_
     std::mutex mutex_;  // held while the queue is served; stop() takes it to wait for that
     bool stopped_ = false;
-    std::atomic<bool> stopping_{false};  // set by stop() first: the batch takes no more chains
+    std::atomic<bool> stopping_{false};      // set by stop() first: the batch takes no more chains
     uint32_t in_flight_ = 0;                 // started, not completed; by mutex_
     CountedAllocations* counted_ = nullptr;  // while an I/O thread serves the queue
 };
@@ -197,10 +147,9 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       handler_(wiring.handler),
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
-      layout_{round_up(wiring.handler.state_bytes(queue_.size()), kStateAlignment),
-              queue_.size()},
-      requests_(std::make_shared<QueueRequests>(layout_.size(), queue_.size(),
-                                                wiring.request_alloc)),
+      layout_{round_up(wiring.handler.state_bytes(queue_.size()), kStateAlignment), queue_.size()},
+      requests_(
+          std::make_shared<QueueRequests>(layout_.size(), queue_.size(), wiring.request_alloc)),
       io_(io),
       kick_(static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
                                            "dup of a queue kick eventfd"))),
@@ -248,8 +197,8 @@ void QueueWorkers::Worker::complete_in_flight() {
         }
     } catch (const std::exception& e) {
         // The requests' memory may still be in the host's hands: better to stop here.
-        spdlog::critical("{}: queue {}: cannot complete the requests in flight: {}", name_,
-                         index_, e.what());
+        spdlog::critical("{}: queue {}: cannot complete the requests in flight: {}", name_, index_,
+                         e.what());
         std::terminate();
     }
 }
@@ -324,10 +273,16 @@ Result<QueueWorkers::Worker::Taken, RingError> QueueWorkers::Worker::take_and_st
         if (!*popped) return Taken::Idle;
         std::byte* const state = layout_.state(*slot);
         auto* request = std::construct_at(reinterpret_cast<InFlight*>(slot->bytes().data()),
-                                          *this, **popped, std::move(*slot), state);
+                                          static_cast<InFlight::Owner&>(*this), **popped,
+                                          std::move(*slot), state);
         ++in_flight_;
         --budget;
-        handler_.start(*request);
+        try {
+            handler_.start(*request);
+        } catch (...) {
+            free_slot(*request);  // not started: the queue stops with it still in the ring's hands
+            throw;
+        }
     }
     return stopping_.load() ? Taken::Idle : Taken::More;
 }
@@ -337,6 +292,10 @@ void QueueWorkers::Worker::complete(InFlight& request, uint32_t written) {
     queue_.push_used(request.chain().head, written);
     ++counters_.requests;
     counters_.record_used(index_);
+    free_slot(request);
+}
+
+void QueueWorkers::Worker::free_slot(InFlight& request) {
     const SlotPool::Slot slot = request.take_slot();  // released when this returns
     std::destroy_at(&request);
     --in_flight_;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue.h"
 #include "devices/virtio/queue_counters.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/slot_pool.h"
 
 namespace boost::asio {
@@ -32,7 +32,8 @@ class InFlight;
 // later; the worker keeps up to a queue's worth of requests in flight.  Every call comes from
 // the queue's context (one thread at a time: an I/O thread, or the thread in
 // QueueWorkers::stop()); a handler shared by several queues must be thread-safe.  A guest
-// mistake is the handler's to answer; an exception stops the queue.
+// mistake is the handler's to answer; an exception stops the queue (one from start() means
+// the request was not started: it is never completed).
 class AsyncRequestHandler {
   public:
     virtual ~AsyncRequestHandler() = default;

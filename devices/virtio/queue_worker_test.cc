@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "devices/virtio/test_driver.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio {
 namespace {
@@ -56,7 +56,7 @@ class QueueWorkersTest : public ::testing::Test {
         }
         return context;
     }
-    bool start(RequestHandler& handler) {
+    bool start(AsyncRequestHandler& handler) {
         return workers.start(context(), uint16_t(drivers.size()), 8,
                              [&](uint16_t) { return &handler; });
     }

@@ -1,19 +1,26 @@
 // Test support for device tests with real I/O threads: a thread that runs the io_context as
 // vmm's I/O threads do, a request handler whose "I/O" blocks until the test releases it, so a
 // test can hold a request in flight while it resets the device, and one that holds many in
-// flight and completes them later, as an asynchronous backend does.
+// flight and completes them later, as an asynchronous backend does; running an io_context on
+// the test's thread until something happened, a virtio-blk write into a ring, and this
+// process's open files.
 #pragma once
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <iterator>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::testing {
 
@@ -44,6 +51,43 @@ inline bool eventually(const std::function<bool()>& done) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return true;
+}
+
+// Runs `io` on this thread until `done` holds; false once `limit` passed.
+inline bool run_io_until(boost::asio::io_context& io, const std::function<bool()>& done,
+                         std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        if (io.stopped()) io.restart();
+        io.run_one_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
+// A virtio-blk write of `data` at `sector` (header, data, status byte) published on `ring`;
+// returns where the device writes the status.
+inline GuestAddr add_blk_write(TestGuest& guest, TestDriver& ring, uint64_t sector,
+                               std::span<const uint8_t> data) {
+    constexpr uint32_t kBlkOut = 1;
+    const GuestAddr header = guest.alloc(16);
+    const uint32_t type[2] = {kBlkOut, 0};
+    guest.write(header, std::span(reinterpret_cast<const uint8_t*>(type), 8));
+    guest.write(header + 8, std::span(reinterpret_cast<const uint8_t*>(&sector), 8));
+    const GuestAddr buffer = guest.alloc(data.size());
+    guest.write(buffer, data);
+    const GuestAddr status = guest.alloc(1);
+    guest.write(status, std::vector<uint8_t>{0xff});
+    const TestDriver::Buffer chain[] = {
+        {header, 16, false}, {buffer, uint32_t(data.size()), false}, {status, 1, true}};
+    ring.add_chain(chain);
+    return status;
+}
+
+// File descriptors this process has open now.
+inline size_t open_fd_count() {
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                             std::filesystem::directory_iterator{}));
 }
 
 class GatedHandler : public RequestHandler {

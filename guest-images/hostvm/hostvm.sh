@@ -12,7 +12,13 @@ hostvm_disk() {
 # hostvm_exec COMMAND [ARG...]: prints "MVMM-HOSTVM-EXEC <uptime> <command>" then runs the command; returns its
 # exit code. The outer side times the console lines that follow from this line.
 hostvm_exec() {
+	hostvm_announce "$1"
+	"$@"
+}
+
+# hostvm_announce PROGRAM: only the MVMM-HOSTVM-EXEC line, for a program the scenario starts itself (e.g. a
+# subshell that execs it in the background, so that $! is the program's pid).
+hostvm_announce() {
 	read -r _up _ </proc/uptime
 	echo "MVMM-HOSTVM-EXEC $_up $1"
-	"$@"
 }

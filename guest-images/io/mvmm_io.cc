@@ -9,7 +9,7 @@
 //         workload=randread block_bytes=4096 depth=32 ios=N seconds=S iops=N mib_s=X
 //         mismatches=0 errors=0
 //       (one line) and exits 0 when no read failed or mismatched, 1 otherwise; 2: bad arguments.
-// Built statically by guest-images/images.py (the guest has no shared libraries), and by meson
+// Built statically by guest-images/build (the guest has no shared libraries), and by meson
 // for its unit test (mvmm_io_test.py).
 #include <fcntl.h>
 #include <linux/aio_abi.h>

@@ -5,9 +5,8 @@
 // Input (little endian):
 //   u64 driver features (ANDed with what the device offers), u8 flags (1: read-only disk,
 //   2: indirect chains),
-//   then chains until the end: u8 buffer count (1-8), and per buffer u16 length (at most
-//   8 KiB), u8 writable, and for a readable buffer its `length` bytes (the request header is
-//   the first 16 readable bytes: u32 type, u32 reserved, u64 sector).
+//   then chains until the end (fuzz_chains.h; the request header is the first 16 readable
+//   bytes: u32 type, u32 reserved, u64 sector).
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
@@ -16,10 +15,11 @@
 #include <memory>
 #include <vector>
 
-#include "devices/virtio/blk/device.h"
-#include "devices/virtio/test_driver.h"
-#include "mem/fd.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "base/fd.h"
+#include "devices/virtio/blk/blk_device.h"
+#include "devices/virtio/test_queue_driver.h"
+#include "fuzz_chains.h"
+#include "fuzz_support.h"
 
 namespace {
 
@@ -29,7 +29,6 @@ namespace vt = mvmm::devices::virtio::testing;
 
 constexpr uint64_t kDiskBytes = 1 << 20;
 constexpr uint16_t kQueueSize = 64;
-constexpr uint16_t kMaxBufferBytes = 8 << 10;
 constexpr uint64_t kGuestBytes = 1 << 20;
 // What the buffers may take of guest RAM; the rest holds the rings and indirect tables.
 constexpr uint64_t kBufferBudget = kGuestBytes / 2;
@@ -51,32 +50,6 @@ struct Disks {
     blk::BlkDevice read_only{{.path = read_only_image.path(), .read_only = true}, io};
 };
 
-// Publishes the chains the input describes; stops when the queue has no descriptors left or
-// the buffers their budget of guest RAM.
-void add_chains(fuzz::ByteReader& in, vt::TestGuest& guest, vt::TestDriver& driver, bool indirect) {
-    unsigned descriptors = 0;
-    uint64_t buffer_bytes = 0;
-    while (!in.empty()) {
-        const unsigned count = std::clamp<unsigned>(in.take<uint8_t>(), 1, 8);
-        if (descriptors + (indirect ? 1 : count) > kQueueSize) return;
-        descriptors += indirect ? 1 : count;
-        std::vector<vt::TestDriver::Buffer> buffers;
-        for (unsigned i = 0; i < count; ++i) {
-            const uint32_t length = std::min(in.take<uint16_t>(), kMaxBufferBytes);
-            const bool writable = in.take<uint8_t>() & 1;
-            buffer_bytes += length + 16;  // alloc's alignment
-            if (buffer_bytes > kBufferBudget) return;
-            const GuestAddr at = guest.alloc(std::max(length, 1u));
-            if (!writable) guest.write(at, in.take_bytes(length));
-            buffers.push_back({at, length, writable});
-        }
-        if (indirect)
-            driver.add_indirect_chain(buffers);
-        else
-            driver.add_chain(buffers);
-    }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -93,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     vt::TestGuest guest(kGuestBytes);
     vt::TestDriver driver(guest, kQueueSize);
-    add_chains(in, guest, driver, flags & 2);
+    fuzz::add_chains(in, guest, driver, kQueueSize, kBufferBudget, flags & 2);
 
     CountingInterrupt interrupt;
     EventFd kick;

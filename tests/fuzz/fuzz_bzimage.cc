@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/fuzz/fuzz_support.h"
+#include "fuzz_support.h"
 #include "vmm/boot/bzimage.h"
 #include "vmm/layout.h"
 

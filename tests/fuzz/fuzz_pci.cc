@@ -18,10 +18,10 @@
 #include <memory>
 
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/blk/device.h"
-#include "devices/virtio/pci/function.h"
-#include "devices/virtio/test_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "devices/virtio/blk/blk_device.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
+#include "devices/virtio/test_queue_driver.h"
+#include "fuzz_support.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 
 namespace mvmm::fuzz {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "devices/virtio/queue.h"
-#include "devices/virtio/test_driver.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "devices/virtio/test_queue_driver.h"
+#include "fuzz_support.h"
 
 namespace {
 

@@ -4,7 +4,10 @@ target's format (see the comment at the top of fuzz_TARGET.cc) and the regressio
 fuzzer starts from deep in the code.  The rest of each corpus is what fuzzing found and -merge=1 kept.
 Run it after changing an input format: python3 tests/fuzz/make_seeds.py"""
 
+import shutil
 import struct
+import subprocess
+import tempfile
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -167,6 +170,38 @@ def pci_seeds():
     write("pci", "legacy-ports", b"".join(legacy))
 
 
+# --- fuzz_root_port ----------------------------------------------------------------------------
+CFG_WRITE, CFG_READ, PLUG, UNPLUG = 0, 1, 2, 3
+SLOT_CONTROL, SLOT_STATUS, MSI = 0x58, 0x5a, 0x7c  # the PCIe capability at 0x40, MSI after it
+ABPE, CCIE, HPIE, PIC_ON, PIC_OFF, POWER_OFF, DLLSCE = 1, 1 << 4, 1 << 5, 1 << 8, 3 << 8, 1 << 10, 1 << 12
+
+
+def port_step(op, port, offset=0, size=1, value=None):
+    head = u8(op | SIZE_BITS[size] << 2) + u8(port) + u16(offset)
+    return head + (u32(value) if op == CFG_WRITE else b"")
+
+
+def root_port_seeds():
+    """pciehp's life on port 2: numbers and MSI, notifications, a plug, power on, the button, power off."""
+    setup = []
+    for port in range(3):
+        setup += [port_step(CFG_WRITE, port, 0x18, 4, (1 + port) << 8 | (1 + port) << 16),
+                  port_step(CFG_WRITE, port, MSI + 4, 4, 0xfee0_0000),
+                  port_step(CFG_WRITE, port, MSI + 12, 2, 0x40 + port),
+                  port_step(CFG_WRITE, port, MSI + 2, 2, 1),
+                  port_step(CFG_WRITE, port, SLOT_CONTROL, 2, ABPE | CCIE | HPIE | DLLSCE | PIC_OFF | POWER_OFF),
+                  port_step(CFG_WRITE, port, SLOT_STATUS, 2, 0x11f)]
+    enable = ABPE | CCIE | HPIE | DLLSCE
+    cycle = [port_step(PLUG, 2), port_step(CFG_READ, 2, SLOT_STATUS, 2),
+             port_step(CFG_WRITE, 2, SLOT_STATUS, 2, 0x11f), port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_ON),
+             port_step(CFG_READ, 0x82, 0, 4), port_step(UNPLUG, 2),
+             port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_ON | POWER_OFF),
+             port_step(CFG_WRITE, 2, SLOT_CONTROL, 2, enable | PIC_OFF | POWER_OFF)]
+    write("root_port", "pciehp-cycle", b"".join(setup + cycle + cycle))
+    write("root_port", "boot-disk-released", b"".join(setup) + port_step(UNPLUG, 0) +
+          port_step(CFG_WRITE, 0, SLOT_CONTROL, 2, POWER_OFF) + port_step(PLUG, 0))
+
+
 # --- fuzz_api ----------------------------------------------------------------------------------
 def api_seeds():
     lines = {
@@ -257,7 +292,86 @@ def scsi_seeds():
          parameter_list=unmap_list((8, 8), ((1 << 64) - 4, 8)))
 
 
+# --- fuzz_qcow2 --------------------------------------------------------------------------------
+def qcow2_seeds():
+    """Small images made by qemu-img (Debian's qemu-utils), mostly with 512-byte clusters so each
+    is a few KiB: every format variant the engine reads, with data, zero and compressed clusters,
+    a snapshot and a backing file name."""
+    if not shutil.which("qemu-img"):
+        print("make_seeds.py: qemu-img not found, fuzz_qcow2 seeds not written")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        def image(name, options, size="64K", io=(), source=None, backing=None, snapshot=False):
+            path = f"{tmp}/{name}.qcow2"
+            if source:
+                Path(f"{tmp}/source.raw").write_bytes(source)
+                subprocess.run(["qemu-img", "convert", "-c", "-f", "raw", "-O", "qcow2", "-o", options,
+                                f"{tmp}/source.raw", path], check=True)
+            else:
+                extra = ["-u", "-b", backing, "-F", "qcow2"] if backing else []
+                subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-o", options, *extra, path,
+                                size], check=True)
+            for command in io:
+                subprocess.run(["qemu-io", "-f", "qcow2", "-c", command, path], check=True,
+                               stdout=subprocess.DEVNULL)
+            if snapshot:
+                subprocess.run(["qemu-img", "snapshot", "-c", "s", path], check=True)
+            write("qcow2", name, Path(path).read_bytes())
+
+        writes = ("write -P 0x61 0 1536", "write -P 0x62 20K 600", "write -z 1024 512")
+        image("v3-512-empty", "cluster_size=512")
+        image("v3-512-data", "cluster_size=512", io=writes)
+        image("v2-512-data", "compat=0.10,cluster_size=512", io=writes[:2])
+        image("v3-512-refcount1", "cluster_size=512,refcount_bits=1", io=writes)
+        image("v3-512-refcount64", "cluster_size=512,refcount_bits=64", io=writes)
+        image("v3-512-compressed", "cluster_size=512", source=bytes(range(256)) * 8 + bytes(2048))
+        image("v3-512-snapshot", "cluster_size=512", io=writes[:1], snapshot=True)
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", f"{tmp}/base.qcow2", "64K"], check=True)
+        image("v3-512-backing", "cluster_size=512", io=writes[1:2], backing="base.qcow2")
+        image("v3-4k-data", "cluster_size=4096", io=writes)
+
+
+# --- fuzz_scsi and fuzz_scsi_control ----------------------------------------------------------
+def scsi_lun(target, lun):
+    return bytes([1, target, 0x40 | lun >> 8, lun & 0xff, 0, 0, 0, 0])
+
+
+def scsi_command(target, lun, cdb, out=b"", data_in=0, tag=0):
+    """A command chain: virtio_scsi_cmd_req with a 32-byte CDB, data-out, response, data-in."""
+    request = scsi_lun(target, lun) + u64(tag) + bytes(3) + bytes(cdb).ljust(32, b"\0")
+    buffers = [readable(request)] + ([readable(out)] if out else []) + [writable(108)]
+    return chain(*buffers, *([writable(data_in)] if data_in else []))
+
+
+def tmf(subtype, target, lun, tag=0):
+    return chain(readable(u32(0) + u32(subtype) + scsi_lun(target, lun) + u64(tag)), writable(1))
+
+
+def scsi_request_seeds():
+    layout = u8(0) + u32(32) + u32(96)
+    read10 = [0x28, 0] + list(be(2, 4)) + [0] + list(be(1, 2)) + [0]
+    write10 = [0x2a, 0] + list(be(2, 4)) + [0] + list(be(1, 2)) + [0]
+    write("scsi", "scan", layout + scsi_command(0, 0, [0x03, 0, 0, 0, 18, 0], data_in=18)
+          + scsi_command(0, 0, [0x12, 0, 0, 0, 96, 0], data_in=96)
+          + scsi_command(0, 0, [0xa0, 0, 0, 0, 0, 0] + list(be(256, 4)) + [0, 0], data_in=256)
+          + scsi_command(3, 0, [0x9e, 0x10] + [0] * 8 + list(be(32, 4)) + [0, 0], data_in=32))
+    write("scsi", "read-write", layout + scsi_command(0, 0, write10, out=bytes(range(256)) * 2)
+          + scsi_command(0, 0, read10, data_in=512)
+          + scsi_command(0, 1, [0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0], out=bytes(4096)))
+    write("scsi", "verify-mode-select", layout
+          + scsi_command(0, 0, [0x2f, 2, 0, 0, 0, 2, 0, 0, 1, 0], out=bytes(512))
+          + scsi_command(0, 0, [0x15, 0x10, 0, 0, 24, 0],
+                         out=bytes([0, 0, 0x10, 0]) + bytes([8, 18]) + bytes(18))
+          + scsi_command(0, 0, [0xa3, 0x0c, 1, 0x28, 0, 0, 0, 0, 1, 0, 0, 0], data_in=256))
+    write("scsi", "bad-target-and-short-header", layout + scsi_command(9, 0, [0x00])
+          + chain(readable(bytes(10)), writable(108)))
+    write("scsi_control", "reset-with-queued-commands", u8(2)
+          + scsi_command(0, 0, read10, data_in=512, tag=1) + scsi_command(0, 1, [0x00], tag=2)
+          + tmf(5, 0, 0) + tmf(0, 0, 1, tag=2) + tmf(6, 0, 0, tag=1) + tmf(4, 3, 0)
+          + chain(readable(u32(1) + scsi_lun(0, 0) + u32(0xff)), writable(5)))
+
+
 if __name__ == "__main__":
-    for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, api_seeds, bzimage_seeds, options_seeds,
-                  scsi_seeds):
+    for seeds in (virtqueue_seeds, blk_seeds, pci_seeds, root_port_seeds, api_seeds, bzimage_seeds,
+                  options_seeds, scsi_seeds, scsi_request_seeds, qcow2_seeds):
         seeds()

@@ -3,7 +3,7 @@
 // call that allocates and every operator new lands here first; each forwards to the next
 // definition (dlsym RTLD_NEXT): glibc's, jemalloc's or tcmalloc's.  dlsym itself may allocate
 // before the real functions are known: those few calls are served from a static arena.
-#include "tools/bench/alloc_counter.h"
+#include "bench/alloc_counter.h"
 
 #include <dlfcn.h>
 #include <malloc.h>

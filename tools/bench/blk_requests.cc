@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "devices/virtio/blk/device.h"
-#include "tools/bench/requests.h"
+#include "bench/requests.h"
+#include "devices/virtio/blk/blk_device.h"
 
 namespace mvmm::bench {
 namespace {
@@ -79,6 +79,7 @@ class BlkRequests final : public DriverRequests {
                             .transfer = workload == Workload::rand4k ? kPage : 16 * kPage}}) {}
 
     Device device(const std::string& image, SlotSource request_alloc, uint16_t request_queues,
+                  std::optional<devices::block::AioMode> aio,
                   boost::asio::io_context& io) const override {
         devices::virtio::blk::DiskConfig disk;
         disk.path = image;
@@ -86,6 +87,7 @@ class BlkRequests final : public DriverRequests {
         disk.serial = std::string(kSerial);
         disk.queues = request_queues;
         disk.request_alloc = request_alloc;
+        disk.aio = aio;
         auto device = std::make_unique<devices::virtio::blk::BlkDevice>(disk, io);
         const auto* counters = &device->counters();
         return {std::move(device), counters};

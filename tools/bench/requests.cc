@@ -1,4 +1,4 @@
-#include "tools/bench/requests.h"
+#include "bench/requests.h"
 
 #include <stdexcept>
 #include <string>

@@ -7,12 +7,14 @@
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "devices/virtio/device.h"
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/test_queue_driver.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_addr.h"
 #include "mem/slot_pool.h"
 
@@ -48,13 +50,18 @@ class DriverRequests {
         std::unique_ptr<devices::virtio::Device> device;
         const devices::virtio::QueueCounters* counters;  // the device's
     };
-    // The device on `image`, writable unless the workload only reads.
+    // The device on `image`, writable unless the workload only reads; `aio` for blk (unset:
+    // the device's default), a SCSI LUN has none.
     virtual Device device(const std::string& image, SlotSource request_alloc,
-                          uint16_t request_queues, boost::asio::io_context& io) const = 0;
+                          uint16_t request_queues, std::optional<devices::block::AioMode> aio,
+                          boost::asio::io_context& io) const = 0;
     // The device's queues the rig's driver sets up (Linux sets up every one) and those it
     // sends requests on.
     virtual uint16_t device_queues(uint16_t request_queues) const = 0;
     virtual std::vector<uint16_t> loaded_queues(uint16_t request_queues) const = 0;
+    // Whether the I/O threads serve `queue`, so that the allocation hook and the device's
+    // statistics see its requests.
+    virtual bool on_io_threads(uint16_t) const { return true; }
     // How many kinds of request `queue` takes turns at (slot s sends kind s % kinds).
     virtual size_t kinds(uint16_t queue) const = 0;
 

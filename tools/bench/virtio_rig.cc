@@ -1,6 +1,5 @@
-#include "tools/bench/virtio_rig.h"
+#include "bench/virtio_rig.h"
 
-#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -12,9 +11,9 @@
 #include <random>
 #include <stdexcept>
 
-#include "devices/virtio/pci/function.h"
+#include "bench/alloc_counter.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/queue_size.h"
-#include "tools/bench/alloc_counter.h"
 
 namespace mvmm::bench {
 namespace {
@@ -36,64 +35,7 @@ bool need_event(uint16_t event, uint16_t new_idx, uint16_t old_idx) {
     return uint16_t(new_idx - event - 1) < uint16_t(new_idx - old_idx);
 }
 
-class MsiEventFd : public devices::MsiVector {
-  public:
-    explicit MsiEventFd(const EventFd& fd) : fd_(fd) {}
-    void route(const devices::MsiMessage&) override {}
-    void trigger() override { fd_.signal(); }
-
-  private:
-    const EventFd& fd_;
-};
-
-// Until an eventfd is signalled, or 10 s; consumes the signal.
-void wait_for(const EventFd& fd, uint16_t queue) {
-    pollfd p{.fd = fd.get(), .events = POLLIN, .revents = 0};
-    const int ready = ::poll(&p, 1, 10'000);
-    if (ready == 0)
-        throw std::runtime_error("queue " + std::to_string(queue) + " stalled for 10 s");
-    uint64_t count;
-    if (ready < 0 || ::read(fd.get(), &count, sizeof count) != sizeof count)
-        throw std::runtime_error("waiting for an interrupt failed");
-}
-
 }  // namespace
-
-PatternImage::PatternImage(const std::string& dir, uint64_t size) : size_(size) {
-    if (size < 2 * kScratchBytes) throw std::invalid_argument("a pattern image needs 2 MiB");
-    path_ = dir + "/mvmm-request-bench-XXXXXX";
-    Fd fd(::mkstemp(path_.data()));
-    if (!fd.valid()) throw_errno("creating an image in " + dir);
-    std::vector<uint64_t> chunk(1 << 17);  // 1 MiB
-    for (uint64_t at = 0; at < size; at += chunk.size() * 8) {
-        for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = pattern_word(at + i * 8);
-        const size_t bytes = std::min<uint64_t>(chunk.size() * 8, size - at);
-        if (::pwrite(fd.get(), chunk.data(), bytes, static_cast<off_t>(at)) != ssize_t(bytes))
-            throw_errno("writing " + path_);
-    }
-}
-
-PatternImage::~PatternImage() {
-    ::unlink(path_.c_str());
-}
-
-std::unique_ptr<devices::MsiVector> EventFdPlatform::allocate_msi_vector() {
-    return std::make_unique<MsiEventFd>(vectors_.emplace_back());
-}
-
-void EventFdPlatform::add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) {
-    if (len == 2) ioeventfds_.emplace_back(addr, fd.get());
-}
-
-void EventFdPlatform::remove_ioeventfd(GuestAddr addr, uint32_t, const EventFd& fd) {
-    std::erase(ioeventfds_, std::pair{addr, fd.get()});
-}
-
-int EventFdPlatform::ioeventfd(GuestAddr addr) const {
-    for (const auto& [at, fd] : ioeventfds_)
-        if (at == addr) return fd;
-    return -1;
-}
 
 // One queue's driver: `depth` request slots, each an indirect table written once; a request
 // rewrites what its position changes and the status only.
@@ -136,7 +78,7 @@ class VirtioRig::QueueLoad {
                 std::atomic_thread_fence(std::memory_order_seq_cst);
                 used = ring_.used_idx();
                 if (used == last_used_) {
-                    wait_for(irq, queue_);
+                    wait_for_interrupt(irq, queue_);
                     ++result.interrupts;
                     continue;
                 }
@@ -228,7 +170,8 @@ VirtioRig::VirtioRig(const Config& config)
             std::make_unique<QueueLoad>(guest_, config_, *requests_, loaded[i], uint16_t(i));
     for (uint16_t q = 0; q < device_queues; ++q)
         if (!queues_[q]) idle_rings_.push_back(std::make_unique<vt::TestDriver>(guest_, kRingSize));
-    auto device = requests_->device(config.image.path(), config.request_alloc, config.queues, io_);
+    auto device = requests_->device(config.image.path(), config.request_alloc, config.queues,
+                                    config.aio, io_);
     counters_ = device.counters;
     auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
         std::move(device.device), platform_, guest_.memory());
@@ -338,8 +281,10 @@ LoadResult VirtioRig::run(uint64_t per_queue, const std::function<void()>& begin
     for (auto& error : errors)
         if (error) std::rethrow_exception(error);
     LoadResult total;
-    for (const auto& r : results) {
+    for (size_t i = 0; i < results.size(); ++i) {
+        const LoadResult& r = results[i];
         total.requests += r.requests;
+        if (requests_->on_io_threads(loaded[i])) total.io_thread_requests += r.requests;
         total.kicks += r.kicks;
         total.interrupts += r.interrupts;
     }

@@ -21,56 +21,23 @@
 #include <utility>
 #include <vector>
 
+#include "base/fd.h"
+#include "bench/requests.h"
+#include "bench/rig_parts.h"
 #include "devices/pci/test_harness.h"
 #include "devices/platform.h"
-#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/test_driver.h"
-#include "mem/fd.h"
+#include "devices/virtio/test_queue_driver.h"
 #include "mem/slot_pool.h"
-#include "tools/bench/requests.h"
 
 namespace mvmm::bench {
 
-// A raw image of `size` bytes of pattern_word() in `dir` (tmpfs: no disk in the way), removed
-// with the object.
-class PatternImage {
-  public:
-    PatternImage(const std::string& dir, uint64_t size);
-    ~PatternImage();
-    PatternImage(const PatternImage&) = delete;
-    PatternImage& operator=(const PatternImage&) = delete;
-    const std::string& path() const noexcept { return path_; }
-    uint64_t size() const noexcept { return size_; }
-
-  private:
-    std::string path_;
-    uint64_t size_;
-};
-
-// Kicks and interrupts as KVM does them: each MSI vector signals an eventfd (an irqfd), and a
-// guest write to a registered notify address signals that queue's ioeventfd.
-class EventFdPlatform : public devices::Platform {
-  public:
-    std::unique_ptr<devices::MsiVector> allocate_msi_vector() override;
-    void set_irq_line(uint32_t, bool) override {}
-    void add_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override;
-    void remove_ioeventfd(GuestAddr addr, uint32_t len, const EventFd& fd) override;
-
-    // MSI-X table entry `index`'s eventfd (vectors are allocated in table order).
-    const EventFd& vector(size_t index) const { return vectors_.at(index); }
-    // The eventfd KVM would signal for a 2-byte write at `addr`; -1 when none is registered.
-    int ioeventfd(GuestAddr addr) const;
-
-  private:
-    std::deque<EventFd> vectors_;
-    std::vector<std::pair<GuestAddr, int>> ioeventfds_;
-};
-
 struct LoadResult {
     uint64_t requests = 0;
-    uint64_t kicks = 0;       // notify writes the driver made
-    uint64_t interrupts = 0;  // times the driver slept until an interrupt
+    uint64_t io_thread_requests = 0;  // of them, on queues the I/O threads serve
+    uint64_t kicks = 0;               // notify writes the driver made
+    uint64_t interrupts = 0;          // times the driver slept until an interrupt
 };
 
 class VirtioRig {
@@ -82,6 +49,7 @@ class VirtioRig {
         uint16_t queues = 4;  // request queues
         uint16_t depth = 32;  // requests in flight per queue
         SlotSource request_alloc = SlotSource::pool;
+        std::optional<devices::block::AioMode> aio;  // blk's aio=; unset: its default
         unsigned io_threads = 2;
         bool verify_every_word = false;  // else the first word of every 4 KiB read
     };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
@@ -72,6 +73,18 @@ TEST(AcpiTables, ChecksumsAndLinksAreValid) {
     EXPECT_EQ(fadt[128], kResetValue);
 }
 
+TEST(AcpiTables, TheHostBridgeGrantsNativeHotplugThroughOsc) {
+    auto t = build_tables(machine(1), GuestAddr(0xe0000));
+    const uint8_t* fadt = t.bytes.data() + walk(t)["FACP"];
+    const auto dsdt = t.bytes.begin() + static_cast<std::ptrdiff_t>(le64(fadt + 140) - 0xe0000);
+    const auto end = dsdt + le32(&*dsdt + 4);
+    const auto pci0 = std::search(dsdt, end, std::begin("PCI0"), std::end("PCI0") - 1);
+    const aml::Bytes osc = aml::method("_OSC", 4, {aml::return_value(aml::arg(3))});
+    const auto at = std::search(dsdt, end, osc.begin(), osc.end());
+    EXPECT_NE(at, end);
+    EXPECT_LT(pci0, at);  // inside the host bridge's device, which comes after COM1
+}
+
 TEST(AcpiTables, MadtListsEveryCpuAndTheIoapic) {
     auto t = build_tables(machine(3), GuestAddr(0xe0000));
     auto found = walk(t);
@@ -110,6 +123,13 @@ TEST(Aml, EncodesIntegersAndNames) {
     EXPECT_EQ(aml::integer(0x12345678), (aml::Bytes{0x0c, 0x78, 0x56, 0x34, 0x12}));
     EXPECT_EQ(aml::eisa_id("PNP0A03"), (aml::Bytes{0x0c, 0x41, 0xd0, 0x0a, 0x03}));
     EXPECT_EQ(aml::name("_UID", aml::integer(0)), (aml::Bytes{0x08, '_', 'U', 'I', 'D', 0x00}));
+}
+
+TEST(Aml, OscGrantsWhatTheOsAsksFor) {
+    // Method(_OSC, 4, NotSerialized) { Return (Arg3) }
+    EXPECT_EQ(aml::method("_OSC", 4, {aml::return_value(aml::arg(3))}),
+              (aml::Bytes{0x14, 0x08, '_', 'O', 'S', 'C', 0x04, 0xa4, 0x6b}));
+    EXPECT_THROW(aml::arg(7), std::invalid_argument);
 }
 
 TEST(Aml, PackageLengthsUseTheLongFormWhenNeeded) {

@@ -10,6 +10,7 @@ constexpr uint8_t kZeroOp = 0x00, kOneOp = 0x01, kBytePrefix = 0x0a, kWordPrefix
                   kDWordPrefix = 0x0c, kStringPrefix = 0x0d, kQWordPrefix = 0x0e;
 constexpr uint8_t kNameOp = 0x08, kScopeOp = 0x10, kBufferOp = 0x11, kPackageOp = 0x12;
 constexpr uint8_t kExtOpPrefix = 0x5b, kDeviceOp = 0x82;
+constexpr uint8_t kMethodOp = 0x14, kReturnOp = 0xa4, kArg0Op = 0x68;
 constexpr uint8_t kRootChar = '\\';
 constexpr uint8_t kDualNamePrefix = 0x2e, kMultiNamePrefix = 0x2f;
 
@@ -158,6 +159,29 @@ Bytes scope(std::string_view path, const std::vector<Bytes>& body) {
     Bytes inner = name_string(path);
     append(inner, join(body));
     return with_pkg_length({kScopeOp}, inner);
+}
+
+Bytes method(std::string_view seg, uint8_t args, const std::vector<Bytes>& body) {
+    if (args > 7) throw std::invalid_argument("an AML method takes at most 7 arguments");
+    Bytes inner = name_string(seg);
+    inner.push_back(args);  // MethodFlags: ArgCount, not serialized, SyncLevel 0
+    append(inner, join(body));
+    return with_pkg_length({kMethodOp}, inner);
+}
+
+Bytes arg(uint8_t n) {
+    if (n > 6) throw std::invalid_argument("AML has Arg0 to Arg6");
+    return {static_cast<uint8_t>(kArg0Op + n)};
+}
+
+Bytes return_value(const Bytes& value) {
+    // Built by push_back, not from {kReturnOp}: GCC 12 at -O3 warns (wrongly) that the insert
+    // after a one-byte initializer list writes out of bounds.
+    Bytes out;
+    out.reserve(1 + value.size());
+    out.push_back(kReturnOp);
+    append(out, value);
+    return out;
 }
 
 Bytes join(const std::vector<Bytes>& terms) {

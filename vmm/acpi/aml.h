@@ -1,5 +1,5 @@
-// A minimal AML encoder: enough to describe a PCI host bridge, a UART and the S5 sleep
-// state in the DSDT.  Each function returns the encoded bytes of one term.
+// A minimal AML encoder: enough to describe a PCI host bridge (with its _OSC), a UART and the
+// S5 sleep state in the DSDT.  Each function returns the encoded bytes of one term.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,10 @@ Bytes package(const std::vector<Bytes>& elements);
 Bytes buffer(const Bytes& data);
 Bytes device(std::string_view seg, const std::vector<Bytes>& body);
 Bytes scope(std::string_view path, const std::vector<Bytes>& body);  // e.g. "\\_SB_"
+// Method(SEG, args, NotSerialized) { body }; args 0-7.
+Bytes method(std::string_view seg, uint8_t args, const std::vector<Bytes>& body);
+Bytes arg(uint8_t n);                    // Arg0-Arg6
+Bytes return_value(const Bytes& value);  // Return(value)
 
 // Resource template (the data of a _CRS buffer) pieces.
 namespace resource {

@@ -76,6 +76,10 @@ Bytes dsdt(const MachineInfo& m) {
                      aml::name("_CID", aml::eisa_id("PNP0A03")), aml::name("_ADR", aml::integer(0)),
                      aml::name("_SEG", aml::integer(0)), aml::name("_UID", aml::integer(0)),
                      aml::name("_BBN", aml::integer(0)),
+                     // _OSC(UUID, revision, count, capabilities): the OS gets every control it
+                     // asks for, native PCIe hot-plug (pciehp) above all; the returned buffer
+                     // is the one passed in, so no error bit is set.
+                     aml::method("_OSC", 4, {aml::return_value(aml::arg(3))}),
                      aml::name("_CRS", r::template_of({
                                            r::bus_numbers(0, pci.last_bus),
                                            r::io(0xcf8, 8),

@@ -1,4 +1,6 @@
 // tools/mvmm-ctl against a real server; meson passes the tool's path in MVMM_CTL.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -6,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include "vmm/api/test_support.h"
 
@@ -84,6 +89,16 @@ TEST(MvmmCtl, ErrorReplyExitsOne) {
     EXPECT_EQ(bad_argument.reply()["error"]["class"], "GenericError");
 }
 
+TEST(MvmmCtl, KeyValueItemsBecomeArguments) {
+    RunningServer server;
+    const CtlRun run = ctl({"--socket", server.socket_path(), "add-disk", "path=a.img", "queues=2",
+                            "readonly=on", "--arguments", R"({"serial": "s1"})"});
+    EXPECT_EQ(run.exit_code, 0);
+    EXPECT_EQ(run.reply()["return"]["added"],
+              (json{{"path", "a.img"}, {"queues", 2}, {"readonly", "on"}, {"serial", "s1"}}));
+    EXPECT_EQ(ctl({"--socket", server.socket_path(), "remove-disk", "disk1"}).exit_code, 2);
+}
+
 TEST(MvmmCtl, UsageAndConnectionProblemsExitTwo) {
     RunningServer server;
     EXPECT_EQ(ctl({"--socket", server.socket_path()}).exit_code, 2);  // no command
@@ -103,6 +118,47 @@ TEST(MvmmCtl, QuitReachesTheHandler) {
     EXPECT_EQ(run.exit_code, 0);
     EXPECT_EQ(run.reply(), (json{{"return", json::object()}}));
     EXPECT_TRUE(test_support::eventually([&] { return server.handler.quits == 1; }));
+}
+
+// QEMU's side of QMP: a greeting, capabilities negotiation, then an event before the reply.
+TEST(MvmmCtl, QmpNegotiatesAndSkipsEvents) {
+    TempDir dir;
+    const std::string path = (dir.path() / "qmp.sock").string();
+    Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path.copy(address.sun_path, sizeof address.sun_path - 1);
+    ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    ASSERT_EQ(::listen(listener.get(), 1), 0);
+    std::vector<std::string> received;
+    std::jthread qemu([&] {
+        const Fd client(::accept(listener.get(), nullptr, nullptr));
+        const auto send = [&](std::string_view text) {
+            ::send(client.get(), text.data(), text.size(), MSG_NOSIGNAL);
+        };
+        const auto receive = [&] {
+            std::string line;
+            for (char c; ::recv(client.get(), &c, 1, 0) == 1 && c != '\n';) line += c;
+            return line;
+        };
+        send(R"({"QMP": {"version": {}, "capabilities": []}})"
+             "\n");
+        received.push_back(receive());
+        send(R"({"return": {}})"
+             "\n");
+        received.push_back(receive());
+        send(R"({"event": "DEVICE_DELETED", "data": {}})"
+             "\n"
+             R"({"return": {"status": "running"}})"
+             "\n");
+    });
+    const CtlRun run = ctl({"--qmp", "--socket", path, "query-status"});
+    qemu.join();
+    EXPECT_EQ(run.exit_code, 0);
+    EXPECT_EQ(run.reply()["return"]["status"], "running");
+    ASSERT_EQ(received.size(), 2u);
+    EXPECT_EQ(json::parse(received[0])["execute"], "qmp_capabilities");
+    EXPECT_EQ(json::parse(received[1])["execute"], "query-status");
 }
 
 TEST(MvmmCtl, WaitsForTheSocketToAppear) {

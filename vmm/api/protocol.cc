@@ -13,16 +13,47 @@ using nlohmann::json;
 
 struct Command {
     std::string_view name;
-    json (*run)(ApiHandler& handler);
+    json (*run)(ApiHandler& handler, const json& arguments);
     bool quit = false;
+    std::string_view argument = {};     // the one string argument it needs, if any
+    bool checks_its_arguments = false;  // the handler parses them (add-disk's are --disk's keys)
 };
 
 constexpr std::array kCommands{
-    Command{"query-status", [](ApiHandler& handler) { return handler.query_status(); }},
-    Command{"query-memory", [](ApiHandler&) { return query_memory(); }},
-    Command{"trim-memory", [](ApiHandler&) { return trim_memory(); }},
+    Command{"query-status",
+            [](ApiHandler& handler, const json&) { return handler.query_status(); }},
+    Command{"query-memory",
+            [](ApiHandler& handler, const json&) {
+                json memory = query_memory();
+                memory["disk_caches"] = handler.query_disk_caches();
+                return memory;
+            }},
+    Command{"trim-memory", [](ApiHandler&, const json&) { return trim_memory(); }},
+    Command{"resize-disk",
+            [](ApiHandler& handler, const json& arguments) {
+                return handler.resize_disk(arguments["path"].get<std::string>());
+            },
+            false, "path"},
+    Command{"query-memory-policy", [](ApiHandler&, const json&) { return query_memory_policy(); }},
+    Command{"set-memory-policy",
+            [](ApiHandler&, const json& arguments) { return set_memory_policy(arguments); },
+            false,
+            {},
+            true},
+    Command{"query-disks", [](ApiHandler& handler, const json&) { return handler.query_disks(); }},
+    Command{"add-disk",
+            [](ApiHandler& handler, const json& arguments) { return handler.add_disk(arguments); },
+            false,
+            {},
+            true},
+    Command{
+        "remove-disk",
+        [](ApiHandler& handler, const json& arguments) { return handler.remove_disk(arguments); },
+        false,
+        {},
+        true},
     // The handler's quit() runs once the empty reply is on its way.
-    Command{"quit", [](ApiHandler&) { return json::object(); }, true},
+    Command{"quit", [](ApiHandler&, const json&) { return json::object(); }, true},
 };
 
 const Command* find_command(std::string_view name) {
@@ -53,6 +84,24 @@ std::string_view to_string(ErrorClass error_class) {
     return "GenericError";
 }
 
+// What is wrong with `arguments` (an object) for `command`, or "" when nothing is.
+std::string check_arguments(const Command& command, const json& arguments) {
+    if (command.checks_its_arguments) return "";
+    const std::string name(command.name);
+    for (const auto& [key, value] : arguments.items()) {
+        if (key != command.argument)
+            return "'" + name + "' takes " +
+                   (command.argument.empty() ? "no arguments"
+                                             : "only \"" + std::string(command.argument) + "\"") +
+                   "; unexpected '" + key + "'";
+        if (!value.is_string()) return "'" + name + "': \"" + key + "\" must be a string";
+    }
+    if (!command.argument.empty() && !arguments.contains(std::string(command.argument)))
+        return "'" + name + "' needs \"arguments\": {\"" + std::string(command.argument) +
+               "\": ...}";
+    return "";
+}
+
 struct TooDeep {};
 
 bool refuse_deep_nesting(int depth, json::parse_event_t, json&) {
@@ -77,13 +126,11 @@ Response execute(const json& request, ApiHandler& handler) {
         return {error_reply(ErrorClass::CommandNotFound,
                             "unknown command '" + command_name + "'; known: " + known_commands())};
     }
-    if (arguments != request.end() && !arguments->empty()) {
-        return {error_reply(ErrorClass::GenericError, "'" + command_name +
-                                                          "' takes no arguments; unexpected '" +
-                                                          arguments->begin().key() + "'")};
-    }
+    const json given = arguments != request.end() ? *arguments : json::object();
+    if (const std::string wrong = check_arguments(*command, given); !wrong.empty())
+        return {error_reply(ErrorClass::GenericError, wrong)};
     try {
-        return {json{{"return", command->run(handler)}}, command->quit};
+        return {json{{"return", command->run(handler, given)}}, command->quit};
     } catch (const std::exception& e) {
         return {error_reply(ErrorClass::GenericError, command_name + ": " + e.what())};
     }

@@ -83,12 +83,84 @@ TEST_F(Protocol, HandlerFailureIsAGenericError) {
     EXPECT_NE(reply["error"]["desc"].get<std::string>().find("on fire"), std::string::npos);
 }
 
+TEST_F(Protocol, ResizeDiskPassesThePathToTheHandler) {
+    EXPECT_EQ(run(R"({"execute": "resize-disk", "arguments": {"path": "disk.img"}})"),
+              (json{{"return", {{"path", "disk.img"}, {"size_bytes", 4096}}}}));
+    const json unknown = run(R"({"execute": "resize-disk", "arguments": {"path": "other.img"}})");
+    EXPECT_EQ(unknown["error"]["class"], "GenericError");
+    EXPECT_NE(unknown["error"]["desc"].get<std::string>().find("no --disk has path=other.img"),
+              std::string::npos)
+        << unknown;
+}
+
+TEST_F(Protocol, ResizeDiskNeedsAPathAndNothingElse) {
+    for (const char* line :
+         {R"({"execute": "resize-disk"})", R"({"execute": "resize-disk", "arguments": {}})",
+          R"({"execute": "resize-disk", "arguments": {"path": 3}})",
+          R"({"execute": "resize-disk", "arguments": {"path": "disk.img", "id": "x"}})",
+          R"({"execute": "query-status", "arguments": {"path": "disk.img"}})"}) {
+        EXPECT_EQ(error_class(line), "GenericError") << line;
+    }
+    const std::string desc = run(R"({"execute": "resize-disk"})")["error"]["desc"];
+    EXPECT_NE(desc.find(R"(needs "arguments": {"path": ...})"), std::string::npos) << desc;
+}
+
 TEST_F(Protocol, QuitRepliesFirstAndLeavesTheCallToTheServer) {
     const Response response = execute_line(R"({"execute": "quit", "arguments": {}})", handler);
     EXPECT_EQ(response.reply, (json{{"return", json::object()}}));
     EXPECT_TRUE(response.quit);
     EXPECT_EQ(handler.quits, 0);
     EXPECT_FALSE(execute_line(R"({"execute": "query-status"})", handler).quit);
+}
+
+TEST_F(Protocol, DiskCommandsHandTheirArgumentsToTheHandler) {
+    EXPECT_EQ(run(R"({"execute": "add-disk", "arguments": {"path": "a.img", "readonly": true}})"),
+              (json{{"return", {{"added", {{"path", "a.img"}, {"readonly", true}}}}}}));
+    EXPECT_EQ(run(R"({"execute": "remove-disk", "arguments": {"id": "disk3"}})"),
+              (json{{"return", {{"removing", {{"id", "disk3"}}}}}}));
+    EXPECT_EQ(run(R"({"execute": "add-disk"})"), (json{{"return", {{"added", json::object()}}}}));
+    EXPECT_EQ(error_class(R"({"execute": "query-disks", "arguments": {"all": true}})"),
+              "GenericError");
+}
+
+class MemoryPolicy : public Protocol {
+  protected:
+    void TearDown() override { rcu::set_trim_policy(rcu::TrimConfig{}); }
+};
+
+TEST_F(MemoryPolicy, SetTakesEffectAndQueryShowsTheChange) {
+    const json before = run(R"({"execute": "query-memory-policy"})")["return"];
+    const json reply = run(R"({"execute": "set-memory-policy",
+                "arguments": {"trim-policy": "adaptive", "trim-factor": 25}})");
+    ASSERT_TRUE(reply.contains("return")) << reply;
+    EXPECT_EQ(reply["return"]["policy"], "adaptive");
+    EXPECT_EQ(reply["return"]["factor"], 25.0);
+    EXPECT_EQ(reply["return"]["from_batch"], before["batches"].get<uint64_t>() + 1);
+    const json after = run(R"({"execute": "query-memory-policy"})")["return"];
+    EXPECT_EQ(after["policy"], "adaptive");
+    EXPECT_EQ(after["factor"], 25.0);
+    EXPECT_EQ(after["changes"], before["changes"].get<uint64_t>() + 1);
+    EXPECT_EQ(after["recent_changes"].back()["policy"], "adaptive");
+    EXPECT_TRUE(after["recent_changes"].back()["at_ns"].is_number_integer());
+    // One key alone keeps the other.
+    run(R"({"execute": "set-memory-policy", "arguments": {"trim-factor": 9}})");
+    EXPECT_EQ(rcu::trim_stats().config.policy, rcu::TrimPolicyKind::adaptive);
+    EXPECT_EQ(rcu::trim_stats().config.factor, 9);
+}
+
+TEST_F(MemoryPolicy, BadRequestsChangeNothing) {
+    run(R"({"execute": "set-memory-policy", "arguments": {"trim-policy": "batch"}})");
+    const uint64_t changes = rcu::trim_stats().policy_changes;
+    for (const char* arguments :
+         {R"({})", R"({"trim-policy": "sometimes"})", R"({"trim-policy": 3})",
+          R"({"trim-factor": "big"})", R"({"trim-factor": -1})",
+          R"({"trim-policy": "off", "colour": "red"})"}) {
+        const json reply =
+            run(std::string(R"({"execute": "set-memory-policy", "arguments": )") + arguments + "}");
+        EXPECT_EQ(reply["error"]["class"], "GenericError") << arguments;
+    }
+    EXPECT_EQ(rcu::trim_stats().config.policy, rcu::TrimPolicyKind::batch);
+    EXPECT_EQ(rcu::trim_stats().policy_changes, changes);
 }
 
 void expect_counters(const json& counters) {
@@ -104,6 +176,7 @@ TEST_F(Protocol, QueryMemoryShape) {
         EXPECT_TRUE(memory[key].is_number_unsigned()) << key;
     }
     EXPECT_GT(memory["vm_rss_bytes"], 0);
+    EXPECT_EQ(memory["disk_caches"]["resident_bytes"], 4096) << "the machine's";
     if (rcu::trim_supported()) {
         for (const char* key : {"arena", "hblkhd", "uordblks", "fordblks", "keepcost"}) {
             EXPECT_TRUE(memory["malloc"][key].is_number_unsigned()) << key;

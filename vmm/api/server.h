@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/user_error.h"
 #include "vmm/api/handler.h"
 
 namespace boost::asio {
@@ -20,9 +21,9 @@ class io_context;
 namespace mvmm::api {
 
 // The socket cannot be created: the message names the path and the reason.
-class ApiSocketError : public std::runtime_error {
+class ApiSocketError : public UserError {
   public:
-    using std::runtime_error::runtime_error;
+    using UserError::UserError;
 };
 
 // What can be known about `socket_path` without touching it: its length, that a file already

@@ -16,6 +16,11 @@ nlohmann::json FakeHandler::query_status() {
     return {{"status", "running"}, {"cpus", 2}, {"uptime_ms", 1234}};
 }
 
+nlohmann::json FakeHandler::resize_disk(const std::string& path) {
+    if (path != "disk.img") throw std::invalid_argument("no --disk has path=" + path);
+    return {{"path", path}, {"size_bytes", 4096}};
+}
+
 TempDir::TempDir() {
     // Short on purpose: a socket path must fit in 107 bytes.
     std::string pattern = (std::filesystem::temp_directory_path() / "mvmm-api-XXXXXX").string();

@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "vmm/api/handler.h"
 #include "vmm/api/server.h"
 
@@ -24,6 +24,18 @@ namespace mvmm::api::test_support {
 class FakeHandler : public ApiHandler {
   public:
     nlohmann::json query_status() override;
+    nlohmann::json query_disk_caches() override { return {{"resident_bytes", 4096}}; }
+    // {"path": path, "size_bytes": 4096} for "disk.img"; throws std::invalid_argument for any
+    // other path.
+    nlohmann::json resize_disk(const std::string& path) override;
+    // The disk commands echo what they were given.
+    nlohmann::json add_disk(const nlohmann::json& arguments) override {
+        return {{"added", arguments}};
+    }
+    nlohmann::json remove_disk(const nlohmann::json& arguments) override {
+        return {{"removing", arguments}};
+    }
+    nlohmann::json query_disks() override { return {{"disks", nlohmann::json::array()}}; }
     void quit() override { ++quits; }
 
     std::atomic<int> quits{0};

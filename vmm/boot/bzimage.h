@@ -11,14 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "base/user_error.h"
 #include "mem/guest_memory.h"
 
 namespace mvmm::boot {
 
 // A kernel or initrd that cannot be booted; the message says why, for the user.
-class BootError : public std::runtime_error {
+class BootError : public UserError {
   public:
-    using std::runtime_error::runtime_error;
+    using UserError::UserError;
 };
 
 struct BzImage {

@@ -20,6 +20,7 @@ struct RawOptions {
     std::vector<std::string> disks;
     std::vector<std::string> scsi_controllers;
     std::string request_alloc = "pool";
+    std::string cache_alloc = "mapping";
     std::string trim_policy = "drain";
 };
 
@@ -40,19 +41,27 @@ void add_guest_options(CLI::App& app, Config& config, RawOptions& raw) {
 
 void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
-                   "a virtio-blk disk: path=FILE[,format=raw|qcow2][,cache=writeback|none]"
-                   "[,aio=io_uring|threads|sync][,readonly=on][,serial=S][,queues=N (default: "
-                   "one per vCPU)][,queue-size=N][,bus=rootport|root], or a LUN of a SCSI "
-                   "controller: path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S]; "
-                   "repeatable");
+                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
+                   "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; raw "
+                   "images)][,aio=io_uring|threads|sync (default: io_uring where the kernel has "
+                   "it)], or a LUN of a SCSI controller: "
+                   "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
+                   "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
+                   " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"
+                   "[,cache-clean-interval=SEC] (QEMU's; a bare SIZE is bytes); repeatable");
     app.add_option("--scsi-controller", raw.scsi_controllers,
-                   "a virtio-scsi controller: id=ID[,queues=N (default: one per vCPU)]"
-                   "[,queue-size=N][,bus=rootport|root]; repeatable");
-    app.add_option("--empty-root-ports", config.empty_root_ports,
-                   "PCIe root ports with nothing behind them")
+                   "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
+                   "[,bus=rootport|root]; repeatable");
+    app.add_option("--root-ports,--empty-root-ports", config.empty_root_ports,
+                   "PCIe root ports with an empty hot-pluggable slot, for add-disk "
+                   "(--empty-root-ports is the old name)")
         ->check(CLI::Range(0u, 248u));
     app.add_option("--request-alloc", raw.request_alloc,
                    "where disk requests in flight live: pool, malloc or calloc")
+        ->capture_default_str();
+    app.add_option("--cache-alloc", raw.cache_alloc,
+                   "where qcow2 metadata caches keep their tables: mapping (one per cache) or "
+                   "heap (one allocation per table)")
         ->capture_default_str();
     app.add_option("--io-threads", config.io_threads,
                    "threads that run disk I/O (default: one per host CPU, at most 4)")
@@ -81,19 +90,18 @@ void add_run_options(CLI::App& app, Config& config, RawOptions& raw) {
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
-// Controllers first: a --disk names its controller by id.  Queues default to one per vCPU.
+// Controllers first: a --disk names its controller by id.
 DiskOptions parse_disks(const std::vector<std::string>& controllers,
-                        const std::vector<std::string>& disks, unsigned cpus) {
-    const auto default_queues = static_cast<uint16_t>(std::min(cpus, 0xffffu));
+                        const std::vector<std::string>& disks) {
     DiskOptions options;
     for (const auto& text : controllers) {
-        auto controller = parse_scsi_controller_option(text, default_queues);
+        auto controller = parse_scsi_controller_option(text);
         const auto& id = controller.controller.id;
         if (std::ranges::any_of(options.scsi, [&](const auto& c) { return c.controller.id == id; }))
             throw UsageError("--scsi-controller '" + text + "': id=" + id + " is given twice");
         options.scsi.push_back(std::move(controller));
     }
-    for (const auto& text : disks) add_disk_option(text, options, default_queues);
+    for (const auto& text : disks) add_disk_option(text, options);
     return options;
 }
 
@@ -140,10 +148,14 @@ Config parse_command_line(int argc, char** argv) {
     }
     config.serial = parse_serial(raw.serial);
     config.memory = parse_memory_option(raw.memory);
-    config.disks = parse_disks(raw.scsi_controllers, raw.disks, config.cpus);
+    config.disks = parse_disks(raw.scsi_controllers, raw.disks);
     config.request_alloc = parse_request_alloc_option(raw.request_alloc);
     for (auto& disk : config.disks.blk) disk.request_alloc = config.request_alloc;
     for (auto& scsi : config.disks.scsi) scsi.controller.request_alloc = config.request_alloc;
+    const auto cache_alloc = parse_cache_alloc_option(raw.cache_alloc);
+    for (auto& disk : config.disks.blk) disk.image.qcow2.cache_alloc = cache_alloc;
+    for (auto& scsi : config.disks.scsi)
+        for (auto& lun : scsi.controller.luns) lun.image.qcow2.cache_alloc = cache_alloc;
     config.trim = parse_trim(raw.trim_policy, config.trim);
     return config;
 }

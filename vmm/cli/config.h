@@ -27,7 +27,7 @@ struct Config {
     rcu::TrimConfig trim;
     DiskOptions disks;  // virtio-blk disks, SCSI controllers with their LUNs
     SlotSource request_alloc = SlotSource::pool;  // given to every disk and controller
-    unsigned empty_root_ports = 0;                // PCIe root ports with nothing behind them
+    unsigned empty_root_ports = 0;                // --root-ports: empty hot-pluggable slots
     unsigned io_threads = 0;                      // 0: IoThreads::default_count()
     std::string api_socket;                       // empty: no management socket
     unsigned vcpu_watchdog = 0;                   // seconds; 0: off

@@ -112,6 +112,17 @@ TEST(Config, RequestAllocGoesToEveryDiskAndController) {
     EXPECT_THROW(parse({"--kernel", "k", "--request-alloc", "slab"}), UsageError);
 }
 
+TEST(Config, CacheAllocGoesToEveryImage) {
+    using devices::block::qcow2::CacheAlloc;
+    EXPECT_EQ(parse({"--kernel", "k", "--disk", "path=a"}).disks.blk[0].image.qcow2.cache_alloc,
+              CacheAlloc::Mapping);
+    auto c = parse({"--kernel", "k", "--disk", "path=a", "--cache-alloc", "heap",
+                    "--scsi-controller", "id=c0", "--disk", "path=c,controller=c0"});
+    EXPECT_EQ(c.disks.blk[0].image.qcow2.cache_alloc, CacheAlloc::Heap);
+    EXPECT_EQ(c.disks.scsi[0].controller.luns[0].image.qcow2.cache_alloc, CacheAlloc::Heap);
+    EXPECT_THROW(parse({"--kernel", "k", "--cache-alloc", "slab"}), UsageError);
+}
+
 TEST(Config, ValidateChecksFilesAndRanges) {
     auto dir = std::filesystem::temp_directory_path();
     auto kernel = dir / "mvmm_config_test_kernel";
@@ -213,12 +224,15 @@ TEST_F(Validate, EmptyRootPortsCountAsRootPorts) {
     config.empty_root_ports = 247;
     EXPECT_NO_THROW(validate(config));
     config.empty_root_ports = 248;
-    expect_usage_error([&] { validate(config); }, "--empty-root-ports");
+    expect_usage_error([&] { validate(config); }, "--root-ports");
+    expect_usage_error([] { parse({"--kernel", "k", "--root-ports", "249"}); }, "--root-ports");
+    // The old name still works.
+    EXPECT_EQ(parse({"--kernel", "k", "--empty-root-ports", "7"}).empty_root_ports, 7u);
     expect_usage_error(
         [] {
             parse({"--kernel", "k", "--empty-root-ports", "249"});
         },
-        "--empty-root-ports");
+        "--root-ports");
 }
 
 TEST_F(Validate, AnInitrdThatCannotBePlacedIsAUsageError) {

@@ -19,9 +19,9 @@ std::optional<uint64_t> decimal(std::string_view text) {
     return number;
 }
 
-// The shift of a size suffix; a bare number is MiB.
-std::optional<unsigned> suffix_shift(std::string_view suffix) {
-    if (suffix.empty()) return 20;
+// The shift of a size suffix; a bare number's is `bare_shift`.
+std::optional<unsigned> suffix_shift(std::string_view suffix, unsigned bare_shift) {
+    if (suffix.empty()) return bare_shift;
     if (suffix.size() != 1) return std::nullopt;
     switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
         case 'K':
@@ -45,12 +45,13 @@ std::string known_keys(const std::vector<std::string_view>& keys) {
 
 }  // namespace
 
-uint64_t parse_size(std::string_view text) {
+uint64_t parse_size(std::string_view text, SizeUnit bare) {
     const std::string quoted = "size '" + std::string(text) + "'";
     const auto digits =
         std::find_if_not(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
     const auto number = decimal(text.substr(0, digits - text.begin()));
-    const auto shift = suffix_shift(text.substr(digits - text.begin()));
+    const auto shift =
+        suffix_shift(text.substr(digits - text.begin()), bare == SizeUnit::MiB ? 20 : 0);
     if (digits != text.begin() && !number) throw UsageError(quoted + " is too large");
     if (!number || !shift) throw UsageError(quoted + " is not a number with a K, M, G or T suffix");
     if (*number > (UINT64_MAX >> *shift)) throw UsageError(quoted + " is too large");
@@ -128,11 +129,11 @@ std::optional<uint64_t> OptionParser::number_where(std::string_view key, uint64_
     return number;
 }
 
-std::optional<uint64_t> OptionParser::size(std::string_view key) const {
+std::optional<uint64_t> OptionParser::size(std::string_view key, SizeUnit bare) const {
     const auto value = get(key);
     if (!value) return std::nullopt;
     try {
-        return parse_size(*value);
+        return parse_size(*value, bare);
     } catch (const UsageError& e) {
         fail(key, e.what());
     }

@@ -16,6 +16,9 @@
 
 namespace mvmm {
 
+// What a size without a suffix counts.
+enum class SizeUnit { MiB, Bytes };
+
 class OptionParser {
   public:
     // `flag` is how the user wrote the option ("--disk"), `keys` the keys it knows.  With a
@@ -38,8 +41,8 @@ class OptionParser {
     std::optional<uint64_t> number(std::string_view key, uint64_t min, uint64_t max) const;
     // A power of two in [min, max].
     std::optional<uint64_t> power_of_two(std::string_view key, uint64_t min, uint64_t max) const;
-    // A size with a K, M, G or T suffix (powers of 1024); a bare number is MiB.
-    std::optional<uint64_t> size(std::string_view key) const;
+    // A size with a K, M, G or T suffix (powers of 1024); a bare number is `bare`.
+    std::optional<uint64_t> size(std::string_view key, SizeUnit bare = SizeUnit::MiB) const;
     // One of `choices`' names.
     template <class T>
     T choice(std::string_view key, std::initializer_list<std::pair<std::string_view, T>> choices,
@@ -75,8 +78,8 @@ class OptionParser {
     std::map<std::string, Item, std::less<>> values_;
 };
 
-// "512M" -> 536870912; a bare number is MiB, as in QEMU's -m.  Throws UsageError naming
-// `text`.
-uint64_t parse_size(std::string_view text);
+// "512M" -> 536870912; a bare number is MiB, as in QEMU's -m (or bytes, as in QEMU's -drive
+// sizes).  Throws UsageError naming `text`.
+uint64_t parse_size(std::string_view text, SizeUnit bare = SizeUnit::MiB);
 
 }  // namespace mvmm

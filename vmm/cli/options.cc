@@ -1,11 +1,14 @@
 #include "vmm/cli/options.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "devices/block/disk_image.h"
+#include "devices/virtio/block_size.h"
 #include "vmm/cli/option_parser.h"
 
 namespace mvmm {
@@ -42,46 +45,72 @@ uint16_t queue_size(const OptionParser& parser) {
             .value_or(virtio::kDefaultQueueSize));
 }
 
-// format=raw|qcow2; without it the image's header decides.  cache=writeback|none.
+// logical-block-size= and physical-block-size=, checked as the devices check them.
+virtio::BlockSizes block_sizes(const OptionParser& parser) {
+    const auto logical = parser.number("logical-block-size", 512, 4096).value_or(512);
+    const auto physical = parser.number("physical-block-size", 512, 65536).value_or(0);
+    try {
+        return virtio::checked_block_sizes(uint32_t(logical), uint32_t(physical));
+    } catch (const std::invalid_argument& e) {
+        parser.fail(e.what());
+    }
+}
+
+// format=raw|qcow2 (without it the image's header decides) and qcow2's cache keys, with QEMU's
+// names, defaults and units (a bare size is bytes).
 devices::block::ImageOptions image_options(const OptionParser& parser) {
-    using devices::block::CacheMode;
     using devices::block::ImageFormat;
     devices::block::ImageOptions options;
-    options.format = parser.choice("format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}},
-                                   ImageFormat::Auto);
-    options.cache = parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},
-                                  CacheMode::Writeback);
+    options.format = parser.choice(
+        "format", {{"raw", ImageFormat::Raw}, {"qcow2", ImageFormat::Qcow2}}, ImageFormat::Auto);
+    auto& qcow2 = options.qcow2;
+    qcow2.l2_cache_size =
+        parser.size("l2-cache-size", SizeUnit::Bytes).value_or(qcow2.l2_cache_size);
+    qcow2.refcount_cache_size =
+        parser.size("refcount-cache-size", SizeUnit::Bytes).value_or(qcow2.refcount_cache_size);
+    if (const auto seconds = parser.number("cache-clean-interval", 0, UINT32_MAX))
+        qcow2.cache_clean_interval = std::chrono::seconds(*seconds);
+    if (options.format == ImageFormat::Raw)
+        for (const char* key : {"l2-cache-size", "refcount-cache-size", "cache-clean-interval"})
+            if (parser.has(key)) parser.fail(key, "a qcow2 key; format=raw has no metadata caches");
     return options;
+}
+
+// cache=writeback|none: O_DIRECT is for raw images on virtio-blk, whose queues bounce the
+// buffers it cannot take (a SCSI LUN's I/O goes through the page cache; open_disk_image
+// refuses qcow2 images with it).
+devices::block::CacheMode cache_mode(const OptionParser& parser) {
+    using devices::block::CacheMode;
+    return parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},
+                         CacheMode::Writeback);
 }
 
 // aio=io_uring|threads|sync; unset: io_uring where the kernel has it (the device decides).
 std::optional<devices::block::AioMode> aio_mode(const OptionParser& parser) {
     using devices::block::AioMode;
     if (!parser.has("aio")) return std::nullopt;
-    return parser.choice("aio",
-                         {{"io_uring", AioMode::IoUring},
-                          {"threads", AioMode::Threads},
-                          {"sync", AioMode::Sync}},
-                         AioMode::IoUring);
+    return parser.choice(
+        "aio",
+        {{"io_uring", AioMode::IoUring}, {"threads", AioMode::Threads}, {"sync", AioMode::Sync}},
+        AioMode::IoUring);
 }
 
-// queues=N, else `default_queues` (one per vCPU, as QEMU does), at most `max`.
-uint16_t queue_count(const OptionParser& parser, uint16_t max, uint16_t default_queues) {
-    return static_cast<uint16_t>(
-        parser.number("queues", 1, max).value_or(std::clamp<uint16_t>(default_queues, 1, max)));
-}
-
-blk::DiskConfig blk_disk(const OptionParser& parser, uint16_t default_queues) {
-    if (parser.has("lun")) parser.fail("lun", "a LUN number needs controller=");
+blk::DiskConfig blk_disk(const OptionParser& parser) {
+    for (const char* key : {"lun", "target"})
+        if (parser.has(key)) parser.fail(key, "a SCSI address needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
     config.image = image_options(parser);
+    config.image.cache = cache_mode(parser);
     config.aio = aio_mode(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
-    config.queues = queue_count(parser, blk::kMaxQueues, default_queues);
+    config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
     config.queue_size = queue_size(parser);
     config.bus = pci_bus(parser);
+    const auto sizes = block_sizes(parser);
+    config.logical_block_size = sizes.logical;
+    config.physical_block_size = sizes.physical;
     return config;
 }
 
@@ -94,22 +123,26 @@ const scsi::LunConfig* lun_with_serial(const std::vector<ScsiControllerOption>& 
     return nullptr;
 }
 
-// lun=N, else the lowest number no LUN of `controller` has.
-uint16_t lun_number(const OptionParser& parser, const ScsiControllerOption& controller) {
+// lun=N, else the lowest number no LUN of `target` on `controller` has.
+uint16_t lun_number(const OptionParser& parser, const ScsiControllerOption& controller,
+                    uint8_t target) {
     const auto& luns = controller.controller.luns;
     const auto holder = [&](uint64_t number) {
-        return std::ranges::find(luns, number, &scsi::LunConfig::lun);
+        return std::ranges::find_if(luns, [&](const scsi::LunConfig& lun) {
+            return lun.target == target && lun.lun == number;
+        });
     };
-    const std::string& id = controller.controller.id;
+    const std::string where =
+        "controller " + controller.controller.id + " target " + std::to_string(target);
     if (const auto number = parser.number("lun", 0, scsi::kMaxLun)) {
         if (const auto taken = holder(*number); taken != luns.end())
-            parser.fail("lun", "controller " + id + " has LUN " + std::to_string(*number) +
+            parser.fail("lun", where + " has LUN " + std::to_string(*number) +
                                    " already (path=" + taken->path + ")");
         return static_cast<uint16_t>(*number);
     }
     for (uint16_t number = 0; number <= scsi::kMaxLun; ++number)
         if (holder(number) == luns.end()) return number;
-    parser.fail("controller", "controller " + id + " has no free LUN number");
+    parser.fail("controller", where + " has no free LUN number");
 }
 
 void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& controllers) {
@@ -121,10 +154,8 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
     for (const char* key : {"queues", "queue-size", "bus"})
         if (parser.has(key))
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
-    // A SCSI queue runs one command at a time (its task management relies on it), so neither
-    // applies to a LUN yet.
     for (const char* key : {"aio", "cache"})
-        if (parser.has(key)) parser.fail(key, "is for virtio-blk disks only, not a SCSI LUN");
+        if (parser.has(key)) parser.fail(key, "for virtio-blk disks only; a SCSI LUN has neither");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
     lun.image = image_options(parser);
@@ -133,7 +164,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
         serial(parser, scsi::kMaxSerialBytes)
             .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
-    lun.lun = lun_number(parser, *controller);
+    lun.target = static_cast<uint8_t>(parser.number("target", 0, scsi::kMaxTarget).value_or(0));
+    lun.lun = lun_number(parser, *controller, lun.target);
+    const auto sizes = block_sizes(parser);
+    lun.logical_block_size = sizes.logical;
+    lun.physical_block_size = sizes.physical;
     // /dev/disk/by-id names come from the serial: two LUNs with one would share them.
     if (const auto* twin = lun_with_serial(controllers, lun.serial))
         parser.fail("serial " + lun.serial + " is the serial of path=" + twin->path +
@@ -152,25 +187,29 @@ HugePages hugepages(const OptionParser& parser) {
 
 }  // namespace
 
-ScsiControllerOption parse_scsi_controller_option(std::string_view text, uint16_t default_queues) {
+ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
     OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus"});
     parser.parse(text);
     ScsiControllerOption option;
     option.controller.id = parser.required("id");
-    option.controller.request_queues = queue_count(parser, scsi::kMaxRequestQueues, default_queues);
+    option.controller.request_queues =
+        static_cast<uint16_t>(parser.number("queues", 1, scsi::kMaxRequestQueues).value_or(1));
     option.controller.queue_size = queue_size(parser);
     option.bus = pci_bus(parser);
     return option;
 }
 
-void add_disk_option(std::string_view text, DiskOptions& disks, uint16_t default_queues) {
-    OptionParser parser("--disk", {"path", "format", "cache", "aio", "readonly", "serial", "queues",
-                                   "queue-size", "bus", "controller", "lun"});
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
+    OptionParser parser(
+        std::move(flag),
+        {"path", "format", "cache", "aio", "readonly", "serial", "queues", "queue-size", "bus",
+         "controller", "target", "lun", "logical-block-size", "physical-block-size",
+         "l2-cache-size", "refcount-cache-size", "cache-clean-interval"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
     else
-        disks.blk.push_back(blk_disk(parser, default_queues));
+        disks.blk.push_back(blk_disk(parser));
 }
 
 RamConfig parse_memory_option(std::string_view text) {
@@ -204,6 +243,15 @@ RamConfig parse_memory_option(std::string_view text) {
         parser.fail("size " + format_size(config.size) + " is not a whole number of " +
                     format_size(page_size) + " pages");
     return config;
+}
+
+devices::block::qcow2::CacheAlloc parse_cache_alloc_option(std::string_view text) {
+    using devices::block::qcow2::CacheAlloc;
+    OptionParser parser("--cache-alloc", {"mode"}, "mode");
+    parser.parse(text);
+    if (!parser.has("mode")) parser.fail("expected mapping or heap");
+    return parser.choice("mode", {{"mapping", CacheAlloc::Mapping}, {"heap", CacheAlloc::Heap}},
+                         CacheAlloc::Mapping);
 }
 
 SlotSource parse_request_alloc_option(std::string_view text) {

@@ -2,6 +2,7 @@
 // and mem/ take (one OptionParser for all of them).  Each throws UsageError, one line.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,9 +20,8 @@ struct ScsiControllerOption {
 };
 
 // --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root]; its LUNs come from
-// --disk.  Without queues=, `default_queues` request queues (vmm gives one per vCPU).
-ScsiControllerOption parse_scsi_controller_option(std::string_view text,
-                                                  uint16_t default_queues = 1);
+// --disk.
+ScsiControllerOption parse_scsi_controller_option(std::string_view text);
 
 // The disks of the command line: virtio-blk disks and the SCSI controllers that hold LUNs.
 struct DiskOptions {
@@ -29,13 +29,13 @@ struct DiskOptions {
     std::vector<ScsiControllerOption> scsi;
 };
 
-// --disk path=FILE[,format=raw|qcow2][,cache=writeback|none][,aio=io_uring|threads|sync]
-// [,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root] adds a virtio-blk disk
-// (without queues=, `default_queues`: vmm gives one per vCPU); --disk
-// path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the controller ID in
-// `disks` (the lowest LUN number free so far without lun=).  An unknown controller, a LUN
-// number taken or past the limit, or a serial another LUN has is an error.
-void add_disk_option(std::string_view text, DiskOptions& disks, uint16_t default_queues = 1);
+// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root]
+// [,cache=writeback|none][,aio=io_uring|threads|sync] adds a virtio-blk disk; --disk
+// path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the controller ID in `disks`
+// (the lowest LUN number free so far without lun=).  An unknown controller, a LUN number taken or
+// past the limit, or a serial another LUN has is an error. `flag` names the option in messages (the
+// management socket's add-disk says "add-disk").
+void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag = "--disk");
 
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]
 // [,prealloc-threads=N][,prealloc-method=touch|populate][,host-node=N]
@@ -43,5 +43,7 @@ RamConfig parse_memory_option(std::string_view text);
 
 // --request-alloc pool|malloc|calloc: where device requests in flight live.
 SlotSource parse_request_alloc_option(std::string_view text);
+// --cache-alloc mapping|heap: where every qcow2 disk's metadata caches keep their tables.
+devices::block::qcow2::CacheAlloc parse_cache_alloc_option(std::string_view text);
 
 }  // namespace mvmm

@@ -42,6 +42,16 @@ TEST(DiskOption, ParsesEveryKey) {
     EXPECT_EQ(config.bus, blk::DiskBus::Root);
 }
 
+TEST(DiskOption, BlockSizes) {
+    const auto config =
+        parse_disk_option("path=a,logical-block-size=4096,physical-block-size=8192");
+    EXPECT_EQ(config.logical_block_size, 4096u);
+    EXPECT_EQ(config.physical_block_size, 8192u);
+    const auto plain = parse_disk_option("path=a");
+    EXPECT_EQ(plain.logical_block_size, 512u);
+    EXPECT_EQ(plain.physical_block_size, 512u) << "the logical size";
+}
+
 TEST(DiskOption, HasDefaults) {
     const auto config = parse_disk_option("path=disk.img");
     EXPECT_FALSE(config.read_only);
@@ -83,13 +93,73 @@ TEST(DiskOption, RejectsBadOptionsNamingTheProblem) {
         {"path=a,bus=pci", "bus=pci: expected one of rootport, root"},
         {"path=a,size=1G", "unknown key 'size'"},
         {"path=a,path=b", "path is given twice"},
-        {"path=a,lun=1", "lun=1: a LUN number needs controller="},
+        {"path=a,lun=1", "lun=1: a SCSI address needs controller="},
+        {"path=a,target=1", "target=1: a SCSI address needs controller="},
+        {"path=a,logical-block-size=1024", "logical-block-size must be 512 or 4096"},
+        {"path=a,logical-block-size=8192", "logical-block-size=8192: expected a number"},
+        {"path=a,logical-block-size=4096,physical-block-size=512",
+         "physical-block-size must be a power of two from logical-block-size (4096)"},
+        {"path=a,physical-block-size=3000", "physical-block-size must be a power of two"},
     };
     for (auto [option, message] : cases) {
         const std::string error = error_of(parse_disk_option, option);
         EXPECT_THAT(error, HasSubstr(message)) << option;
         EXPECT_THAT(error, HasSubstr(std::string("--disk '") + option + "'")) << option;
     }
+}
+
+TEST(DiskOption, Qcow2CacheKeysHaveQemusNamesDefaultsAndUnits) {
+    using namespace std::chrono_literals;
+    const auto defaults = parse_disk_option("path=d.qcow2").image.qcow2;
+    EXPECT_EQ(defaults.l2_cache_size, 32 * MiB);
+    EXPECT_EQ(defaults.refcount_cache_size, 0u);  // four clusters
+    EXPECT_EQ(defaults.cache_clean_interval, 600s);
+    const auto given = parse_disk_option(
+                           "path=d.qcow2,format=qcow2,l2-cache-size=4M,refcount-cache-size=262144,"
+                           "cache-clean-interval=0")
+                           .image;
+    EXPECT_EQ(given.format, devices::block::ImageFormat::Qcow2);
+    EXPECT_EQ(given.qcow2.l2_cache_size, 4 * MiB);
+    EXPECT_EQ(given.qcow2.refcount_cache_size, 262144u) << "a bare size is bytes, as QEMU's";
+    EXPECT_EQ(given.qcow2.cache_clean_interval, 0s);
+    EXPECT_EQ(parse_disk_option("path=d,l2-cache-size=1g").image.qcow2.l2_cache_size, GiB);
+    const std::pair<const char*, const char*> cases[] = {
+        {"path=a,format=vmdk", "format=vmdk: expected one of raw, qcow2"},
+        {"path=a,l2-cache-size=12Q", "l2-cache-size=12Q: size '12Q' is not a number"},
+        {"path=a,l2-cache-size=", "l2-cache-size=: size '' is not a number"},
+        {"path=a,refcount-cache-size=-1", "refcount-cache-size=-1: size '-1' is not a number"},
+        {"path=a,l2-cache-size=18446744073709551615K", "is too large"},
+        {"path=a,cache-clean-interval=soon", "cache-clean-interval=soon: expected a number"},
+        {"path=a,cache-clean-interval=4294967296", "cache-clean-interval=4294967296: expected"},
+        {"path=a,format=raw,l2-cache-size=1M", "l2-cache-size=1M: a qcow2 key; format=raw"},
+        {"path=a,format=raw,cache-clean-interval=5", "cache-clean-interval=5: a qcow2 key"},
+    };
+    for (auto [option, message] : cases)
+        EXPECT_THAT(error_of(parse_disk_option, option), HasSubstr(message)) << option;
+}
+
+TEST(DiskOption, AioAndCacheModes) {
+    using devices::block::AioMode;
+    using devices::block::CacheMode;
+    const auto defaults = parse_disk_option("path=d");
+    EXPECT_EQ(defaults.aio, std::nullopt) << "io_uring where the kernel has it: the device probes";
+    EXPECT_EQ(defaults.image.cache, CacheMode::Writeback);
+    EXPECT_EQ(parse_disk_option("path=d,aio=io_uring").aio, AioMode::IoUring);
+    EXPECT_EQ(parse_disk_option("path=d,aio=threads").aio, AioMode::Threads);
+    EXPECT_EQ(parse_disk_option("path=d,aio=sync").aio, AioMode::Sync);
+    EXPECT_EQ(parse_disk_option("path=d,cache=none").image.cache, CacheMode::None);
+    EXPECT_THAT(error_of(parse_disk_option, "path=d,aio=native"),
+                HasSubstr("aio=native: expected one of io_uring, threads, sync"));
+    EXPECT_THAT(error_of(parse_disk_option, "path=d,cache=off"),
+                HasSubstr("cache=off: expected one of writeback, none"));
+}
+
+TEST(CacheAllocOption, NamesWhereCachedTablesLive) {
+    using devices::block::qcow2::CacheAlloc;
+    EXPECT_EQ(parse_cache_alloc_option("mapping"), CacheAlloc::Mapping);
+    EXPECT_EQ(parse_cache_alloc_option("heap"), CacheAlloc::Heap);
+    EXPECT_THAT(error_of(parse_cache_alloc_option, "slab"),
+                HasSubstr("--cache-alloc 'slab': slab: expected one of mapping, heap"));
 }
 
 TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
@@ -157,6 +227,22 @@ TEST(ScsiDiskOption, TakesTheLowestFreeLunAndTheFileNameAsSerial) {
     EXPECT_EQ(options.scsi[1].controller.luns[0].lun, 0);
 }
 
+TEST(ScsiDiskOption, TargetsNumberTheirLunsApart) {
+    const auto options = scsi_disks({"path=a,controller=c0,target=3",
+                                     "path=b,controller=c0,target=3", "path=c,controller=c0",
+                                     "path=d,controller=c0,target=255,lun=9,"
+                                     "logical-block-size=4096"});
+    const auto& luns = options.scsi[0].controller.luns;
+    ASSERT_EQ(luns.size(), 4u);
+    EXPECT_EQ(luns[0].target, 3);
+    EXPECT_EQ(luns[0].lun, 0);
+    EXPECT_EQ(luns[1].lun, 1) << "the next free LUN of target 3";
+    EXPECT_EQ(luns[2].target, 0);
+    EXPECT_EQ(luns[2].lun, 0) << "target 0's LUN 0 is free";
+    EXPECT_EQ(luns[3].target, 255);
+    EXPECT_EQ(luns[3].logical_block_size, 4096u);
+}
+
 TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
     const std::pair<std::vector<const char*>, const char*> cases[] = {
         {{"path=a,controller=c2"}, "controller=c2: no --scsi-controller has id=c2"},
@@ -164,7 +250,11 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,lun=16384"}, "lun=16384: expected a number from 0 to 16383"},
         {{"path=a,controller=c0,lun=-1"}, "lun=-1: expected a number"},
         {{"path=a,controller=c0,lun=5", "path=b,controller=c0,lun=5"},
-         "lun=5: controller c0 has LUN 5 already (path=a)"},
+         "lun=5: controller c0 target 0 has LUN 5 already (path=a)"},
+        {{"path=a,controller=c0,target=256"}, "target=256: expected a number from 0 to 255"},
+        {{"path=a,controller=c0,target=2,lun=1", "path=b,controller=c0,target=2,lun=1"},
+         "controller c0 target 2 has LUN 1 already"},
+        {{"path=a,controller=c0,physical-block-size=100000"}, "physical-block-size=100000"},
         {{"path=a,controller=c0", "path=b,controller=c0,lun=0"}, "has LUN 0 already"},
         {{"path=x/disk.img,controller=c0", "path=y/disk.img,controller=c1"},
          "serial disk.img is the serial of path=x/disk.img too"},
@@ -176,6 +266,8 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,queues=2"}, "queues=2: a LUN has its controller's"},
         {{"path=a,controller=c0,queue-size=64"}, "queue-size=64: a LUN has its controller's"},
         {{"path=a,controller=c0,bus=root"}, "bus=root: a LUN has its controller's"},
+        {{"path=a,controller=c0,aio=threads"}, "aio=threads: for virtio-blk disks only"},
+        {{"path=a,controller=c0,cache=none"}, "cache=none: for virtio-blk disks only"},
         {{"controller=c0"}, "path= is required"},
     };
     for (const auto& [disks, message] : cases) {

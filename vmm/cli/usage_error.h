@@ -3,12 +3,13 @@
 #pragma once
 
 #include <stdexcept>
+#include "base/user_error.h"
 
 namespace mvmm {
 
-class UsageError : public std::runtime_error {
+class UsageError : public UserError {
   public:
-    using std::runtime_error::runtime_error;
+    using UserError::UserError;
 };
 
 }  // namespace mvmm

@@ -80,11 +80,11 @@ void check_pci(const DiskOptions& disks, unsigned empty_root_ports) {
     const auto root_ports =
         static_cast<unsigned>(disks.blk.size() + disks.scsi.size()) - on_root + empty_root_ports;
     if (!devices::pci::fits_on_root_bus(on_root, root_ports))
-        throw UsageError(
-            "--disk, --scsi-controller, --empty-root-ports: " + std::to_string(on_root) +
-            " virtio-blk disks and SCSI controllers on bus=root and " + std::to_string(root_ports) +
-            " root ports do not fit on PCI bus 0 (31 slots: bus=root takes a slot, "
-            "root ports take eight to a slot)");
+        throw UsageError("--disk, --scsi-controller, --root-ports: " + std::to_string(on_root) +
+                         " virtio-blk disks and SCSI controllers on bus=root and " +
+                         std::to_string(root_ports) +
+                         " root ports do not fit on PCI bus 0 (31 slots: bus=root takes a slot, "
+                         "root ports take eight to a slot)");
 }
 
 boot::BzImage parse_kernel(const std::string& path, std::span<const uint8_t> file) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "mem/fd.h"
-#include "mem/mapping.h"
+#include "base/fd.h"
+#include "base/mapping.h"
 
 namespace mvmm {
 

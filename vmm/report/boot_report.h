@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mem/fd.h"
+#include "base/fd.h"
 #include "vmm/report/exit_figures.h"
 #include "vmm/report/guest_marks.h"
 #include "vmm/report/process_clock.h"

@@ -111,6 +111,7 @@ TEST(BootReport, WithoutAMachineHasTheProcessFigures) {
     EXPECT_TRUE(doc["vm_exits"].is_null());
     EXPECT_TRUE(doc["gsi_routing_pushes"].is_null());
     EXPECT_TRUE(doc["request_allocation"].is_null());
+    EXPECT_TRUE(doc["disk_caches"].is_null());
 }
 
 ExitFigures machine_figures() {
@@ -140,8 +141,21 @@ ExitFigures machine_figures() {
                     .pool_resident_bytes = 4096,
                     .heap_allocations = {}}};
     m.devices = {{"disk 0 (a.img)", disk}, {"scsi c0 (2 LUNs)", {}}};
+    devices::block::CacheStats overlay;
+    overlay.l2 = {
+        .entries = 3, .capacity = 64, .bytes_resident = 196608, .bytes_allocated = 4 << 20};
+    overlay.refcount = {.entries = 1, .bytes_resident = 65536, .bytes_allocated = 262144};
+    m.disk_caches = {{"a.qcow2", devices::block::ImageFormat::Qcow2, overlay},
+                     {"b.img", devices::block::ImageFormat::Raw, {}}};
     ExitFigures f{read_process_figures(), m};
     f.process.status = {.vm_rss_bytes = 80 << 20, .vm_hwm_bytes = 100 << 20};
+    rcu::TrimConfig adaptive;
+    adaptive.policy = rcu::TrimPolicyKind::adaptive;
+    adaptive.factor = 20;
+    f.process.trim.policy_changes = 2;
+    f.process.trim.recent_changes = {
+        {process_start() + std::chrono::milliseconds(1), 1, {}},
+        {process_start() + std::chrono::milliseconds(900), 42, adaptive}};
     return f;
 }
 
@@ -159,6 +173,13 @@ TEST(BootReport, FiguresFromTheMachine) {
     EXPECT_EQ(doc["address_spaces"]["mmio"]["rebuilds"], 3);
     EXPECT_EQ(doc["address_spaces"]["mmio"]["rebuild_ns"], 5000);
     EXPECT_EQ(doc["gsi_routing_pushes"], 9);
+    EXPECT_EQ(doc["trim"]["policy_changes"],
+              (nlohmann::json{
+                  {{"at_ns", 1'000'000}, {"from_batch", 1}, {"policy", "drain"}, {"factor", 100.0}},
+                  {{"at_ns", 900'000'000},
+                   {"from_batch", 42},
+                   {"policy", "adaptive"},
+                   {"factor", 20.0}}}));
 }
 
 TEST(BootReport, RequestPoolsAndDeviceTimesFromTheMachine) {
@@ -184,6 +205,25 @@ TEST(BootReport, RequestPoolsAndDeviceTimesFromTheMachine) {
     EXPECT_TRUE(devices[1]["driver_ok"].is_null());
 }
 
+TEST(BootReport, DiskCachesPerImageAndTotals) {
+    BootReport report(TempPath("caches"));
+    report.set_figures(machine_figures());
+    const auto caches = report.document(0)["disk_caches"];
+    EXPECT_EQ(caches["resident_bytes"], 196608 + 65536);
+    EXPECT_EQ(caches["allocated_bytes"], (4 << 20) + 262144);
+    ASSERT_EQ(caches["images"].size(), 2u);
+    const auto& overlay = caches["images"][0];
+    EXPECT_EQ(overlay["path"], "a.qcow2");
+    EXPECT_EQ(overlay["format"], "qcow2");
+    EXPECT_EQ(overlay["l2"]["resident_bytes"], 196608);
+    EXPECT_EQ(overlay["l2"]["allocated_bytes"], 4 << 20);
+    EXPECT_EQ(overlay["l2"]["entries"], 3);
+    EXPECT_EQ(overlay["l2"]["capacity"], 64);
+    EXPECT_EQ(overlay["refcount"]["resident_bytes"], 65536);
+    EXPECT_EQ(caches["images"][1]["format"], "raw");
+    EXPECT_EQ(caches["images"][1]["l2"]["allocated_bytes"], 0);
+}
+
 TEST(BootReport, ExitStatsLineHasTheSameFigures) {
     const std::string line = exit_stats_line(machine_figures());
     for (const char* kv :
@@ -199,10 +239,10 @@ TEST(BootReport, DocumentedFieldNamesAreStable) {
     const auto doc = report.document(0);
     std::set<std::string> keys;
     for (const auto& [k, _] : doc.items()) keys.insert(k);
-    EXPECT_EQ(keys, (std::set<std::string>{"format", "version", "mvmm_version", "exit", "clock",
-                                           "timeline", "marks", "marks_dropped", "memory", "trim",
-                                           "rcu", "address_spaces", "vm_exits",
-                                           "gsi_routing_pushes", "request_allocation"}));
+    EXPECT_EQ(keys, (std::set<std::string>{
+                        "format", "version", "mvmm_version", "exit", "clock", "timeline", "marks",
+                        "marks_dropped", "memory", "trim", "rcu", "address_spaces", "vm_exits",
+                        "gsi_routing_pushes", "request_allocation", "disk_caches"}));
     std::set<std::string> events;
     for (const auto& [k, _] : doc["timeline"].items()) events.insert(k);
     EXPECT_EQ(events,
@@ -215,6 +255,7 @@ TEST(BootReport, DocumentedFieldNamesAreStable) {
     for (const char* k :
          {"trims", "time_ns", "heap_bytes_released_per_trim", "rss_bytes_released_per_trim"})
         EXPECT_TRUE(doc["trim"]["by_policy"].contains(k)) << k;
+    EXPECT_TRUE(doc["trim"]["policy_changes"].is_array());
     EXPECT_EQ(doc["format"], "mvmm-boot-report");
     EXPECT_EQ(doc["version"], 1);
 }

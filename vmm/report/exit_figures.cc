@@ -44,7 +44,8 @@ nlohmann::json trim_json(const rcu::TrimStats& trim) {
             {"policy", rcu::to_string(trim.config.policy)},
             {"factor", trim.config.factor},
             {"by_policy", by_policy},
-            {"on_demand", api::to_json(trim.on_demand)}};
+            {"on_demand", api::to_json(trim.on_demand)},
+            {"policy_changes", api::to_json(trim.recent_changes)}};
 }
 
 nlohmann::json address_space_json(const AddressSpaceStats& stats) {
@@ -102,7 +103,37 @@ nlohmann::json request_allocation_json(const MachineFigures& m) {
             {"devices", devices}};
 }
 
+nlohmann::json cache_json(const devices::block::CacheStats::Cache& cache) {
+    return {{"resident_bytes", cache.bytes_resident},
+            {"allocated_bytes", cache.bytes_allocated},
+            {"entries", cache.entries},
+            {"capacity", cache.capacity},
+            {"hits", cache.hits},
+            {"misses", cache.misses},
+            {"evictions", cache.evictions},
+            {"cleanings", cache.cleanings}};
+}
+
 }  // namespace
+
+ImageCacheFigures read_image_cache_figures(const devices::block::DiskImage& image) {
+    return {image.path(), image.format(), image.cache_stats()};
+}
+
+nlohmann::json disk_caches_json(const std::vector<ImageCacheFigures>& images) {
+    nlohmann::json list = nlohmann::json::array();
+    uint64_t resident = 0, allocated = 0;
+    for (const auto& image : images) {
+        const auto& c = image.caches;
+        resident += c.l2.bytes_resident + c.refcount.bytes_resident;
+        allocated += c.l2.bytes_allocated + c.refcount.bytes_allocated;
+        list.push_back({{"path", image.path},
+                        {"format", devices::block::to_string(image.format)},
+                        {"l2", cache_json(c.l2)},
+                        {"refcount", cache_json(c.refcount)}});
+    }
+    return {{"resident_bytes", resident}, {"allocated_bytes", allocated}, {"images", list}};
+}
 
 std::vector<std::pair<std::string, uint64_t>> VmExitCounts::by_kind() const {
     std::vector<std::pair<std::string, uint64_t>> found;
@@ -152,7 +183,8 @@ nlohmann::json figures_json(const ExitFigures& figures) {
                                  : nlohmann::json(nullptr)},
             {"vm_exits", m ? exits_json(*m) : nlohmann::json(nullptr)},
             {"gsi_routing_pushes", m ? nlohmann::json(m->gsi_routing_pushes) : nullptr},
-            {"request_allocation", m ? request_allocation_json(*m) : nlohmann::json(nullptr)}};
+            {"request_allocation", m ? request_allocation_json(*m) : nlohmann::json(nullptr)},
+            {"disk_caches", m ? disk_caches_json(m->disk_caches) : nlohmann::json(nullptr)}};
 }
 
 nlohmann::json device_timeline_json(const ExitFigures& figures) {

@@ -14,8 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices/block/cache_stats.h"
+#include "devices/block/disk_image.h"
+#include "devices/bus/address_space.h"
 #include "devices/virtio/queue_counters.h"
-#include "mem/address_space.h"
 #include "rcu/trim.h"
 #include "vmm/report/process_memory.h"
 
@@ -51,6 +53,15 @@ struct DeviceFigures {
     devices::virtio::DeviceStatistics statistics;
 };
 
+// A disk image's metadata caches (qcow2's L2 and refcount tables with its backing chain's; a
+// raw image has none), for the report and query-memory.
+struct ImageCacheFigures {
+    std::string path;
+    devices::block::ImageFormat format;
+    devices::block::CacheStats caches;
+};
+ImageCacheFigures read_image_cache_figures(const devices::block::DiskImage& image);
+
 // What only a machine that was built can tell.
 struct MachineFigures {
     uint64_t guest_resident_bytes = 0;  // guest RAM never shrinks: at exit this is its peak
@@ -60,6 +71,7 @@ struct MachineFigures {
     uint64_t gsi_routing_pushes = 0;              // KVM_SET_GSI_ROUTING calls
     SlotSource request_alloc = SlotSource::pool;  // where the disks' requests in flight live
     std::vector<DeviceFigures> devices;
+    std::vector<ImageCacheFigures> disk_caches;  // every image of every disk device, in order
 };
 
 struct ExitFigures {
@@ -70,9 +82,12 @@ struct ExitFigures {
 // "peak_rss_kib=.. vmm_rss_kib=.. ... vm_exits=.. as_rebuilds=.." for the `exit stats` line.
 std::string exit_stats_line(const ExitFigures& figures);
 
-// The report's "memory", "trim", "rcu", "address_spaces", "vm_exits" and "request_allocation"
-// members (README.md, "Boot report").
+// The report's "memory", "trim", "rcu", "address_spaces", "vm_exits", "request_allocation" and
+// "disk_caches" members (README.md, "Boot report").
 nlohmann::json figures_json(const ExitFigures& figures);
+// "disk_caches": per image its caches' resident and allocated bytes and entries, and the totals
+// (README.md, "Boot report"; query-memory has the same).
+nlohmann::json disk_caches_json(const std::vector<ImageCacheFigures>& images);
 // The report's "timeline.devices": each disk device's DRIVER_OK and first notify.
 nlohmann::json device_timeline_json(const ExitFigures& figures);
 

@@ -7,12 +7,6 @@
 #include <string>
 #include <string_view>
 
-#include "rcu/rcu_config.h"
-
-#if MVMM_HAVE_MALLOC_TRIM
-#include <malloc.h>
-#endif
-
 namespace mvmm::api {
 
 namespace {
@@ -90,15 +84,6 @@ SmapsTotals read_smaps() {
 StatusTotals read_status() {
     std::ifstream status("/proc/self/status");
     return parse_status(status);
-}
-
-std::optional<MallocTotals> read_malloc_totals() {
-#if MVMM_HAVE_MALLOC_TRIM
-    const struct mallinfo2 info = mallinfo2();
-    return MallocTotals{info.arena, info.hblkhd, info.uordblks, info.fordblks, info.keepcost};
-#else
-    return std::nullopt;
-#endif
 }
 
 }  // namespace mvmm::api

@@ -1,5 +1,6 @@
 // The VMM's own memory as the kernel and the allocator see it: /proc/self/smaps,
-// /proc/self/status and mallinfo2().  The parsers take a stream so tests feed canned text.
+// /proc/self/status (mallinfo2() is rcu::malloc_totals()).  The parsers take a stream so tests feed
+// canned text.
 #pragma once
 
 #include <cstdint>
@@ -25,15 +26,6 @@ struct StatusTotals {
     bool operator==(const StatusTotals&) const = default;
 };
 
-// glibc malloc's view of its heap (mallinfo2()), in bytes.
-struct MallocTotals {
-    uint64_t arena = 0;     // sbrk'ed and mmap'ed arena memory
-    uint64_t hblkhd = 0;    // blocks mmap'ed on their own
-    uint64_t uordblks = 0;  // in use
-    uint64_t fordblks = 0;  // free inside the arenas
-    uint64_t keepcost = 0;  // free at the top of the sbrk heap, what malloc_trim(0) could release
-};
-
 // Unknown lines are skipped: text that is not smaps or status just gives zeros.
 SmapsTotals parse_smaps(std::istream& smaps);
 StatusTotals parse_status(std::istream& status);
@@ -41,7 +33,5 @@ StatusTotals parse_status(std::istream& status);
 // The same, for this process.
 SmapsTotals read_smaps();
 StatusTotals read_status();
-// nullopt when the linked allocator is not glibc's (mallinfo2() would describe an unused heap).
-std::optional<MallocTotals> read_malloc_totals();
 
 }  // namespace mvmm::api

@@ -143,6 +143,7 @@ void VcpuDiagnostics::kick_all() noexcept {
 }
 
 void VcpuDiagnostics::add_device(std::string name, const devices::virtio::QueueCounters& counters) {
+    std::lock_guard lock(devices_mutex_);
     devices_.push_back({std::move(name), &counters});
 }
 
@@ -198,7 +199,13 @@ void VcpuDiagnostics::dump(const std::string& why, spdlog::level::level_enum lev
     spdlog::log(level, "{}", device_line(now));
 }
 
+void VcpuDiagnostics::remove_device(const devices::virtio::QueueCounters& counters) {
+    std::lock_guard lock(devices_mutex_);
+    std::erase_if(devices_, [&](const Device& device) { return device.counters == &counters; });
+}
+
 std::string VcpuDiagnostics::device_line(SteadyTime now) const {
+    std::lock_guard lock(devices_mutex_);
     const Device* latest = nullptr;
     std::optional<devices::virtio::LastUsed> last;
     for (const auto& device : devices_) {

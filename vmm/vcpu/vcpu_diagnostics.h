@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/virtio/queue_worker.h"
-#include "mem/fd.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/vcpu/vcpu_dump.h"
 
@@ -85,8 +85,10 @@ class VcpuDiagnostics {
 
     VcpuProbe& probe(unsigned index) { return *probes_.at(index); }
     void kick_all() noexcept;
-    // At set-up: a device a dump may name; `counters` must outlive this.
+    // A device a dump may name; `counters` must live until remove_device() (hot-plug) or
+    // this dies.  Thread-safe.
     void add_device(std::string name, const devices::virtio::QueueCounters& counters);
+    void remove_device(const devices::virtio::QueueCounters& counters);
 
     // Starts the thread that answers SIGUSR2 and, unless `watchdog` is 0, runs the watchdog.
     void start(std::chrono::seconds watchdog);
@@ -108,8 +110,9 @@ class VcpuDiagnostics {
     std::string device_line(SteadyTime now) const;
 
     std::vector<std::unique_ptr<VcpuProbe>> probes_;
-    std::vector<Device> devices_;
-    EventFd dump_requests_;  // the SIGUSR2 handler signals it
+    mutable std::mutex devices_mutex_;
+    std::vector<Device> devices_;  // requires devices_mutex_
+    EventFd dump_requests_;        // the SIGUSR2 handler signals it
     EventFd stop_;
     std::mutex dump_mutex_;  // one dump at a time
     bool stall_reported_ = false;

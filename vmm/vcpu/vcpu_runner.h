@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "mem/address_space.h"
+#include "devices/bus/address_space.h"
 #include "vmm/exit_code.h"
 #include "vmm/kvm/kvm.h"
 #include "vmm/report/boot_report.h"

@@ -28,6 +28,8 @@ struct DiskConfig {
     uint16_t queues = 1;                // 1 to kMaxQueues
     uint16_t queue_size = kDefaultQueueSize;  // each queue's maximum (valid_queue_size)
     DiskBus bus = DiskBus::RootPort;
+    uint32_t logical_block_size = 512;            // blk_size: 512 or 4096 (../block_size.h)
+    uint32_t physical_block_size = 0;             // 0: the logical size; else a power of two >= it
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
     block::ImageOptions image;                    // format=, cache=
     std::optional<block::AioMode> aio;            // unset: io_uring where the kernel has it

@@ -26,9 +26,11 @@ std::optional<IoOp> operation(const Request& request, size_t index, bool write_t
     if (index < own) {
         switch (request.type) {
             case RequestType::In:
-                return IoOp{.kind = IoOp::Kind::Read, .offset = request.offset, .buffers = request.data};
+                return IoOp{
+                    .kind = IoOp::Kind::Read, .offset = request.offset, .buffers = request.data};
             case RequestType::Out:
-                return IoOp{.kind = IoOp::Kind::Write, .offset = request.offset, .buffers = request.data};
+                return IoOp{
+                    .kind = IoOp::Kind::Write, .offset = request.offset, .buffers = request.data};
             default:
                 return IoOp{.kind = IoOp::Kind::Flush};
         }
@@ -58,13 +60,14 @@ size_t BlkQueue::state_bytes(uint16_t) const {
 }
 
 void BlkQueue::start(InFlight& request) {
-    auto parsed = parse(request.chain(), disk_.info);
+    DiskInfo info = disk_.info;
+    info.capacity_sectors = disk_.capacity_sectors.load();  // a resize may change it
+    auto parsed = parse(request.chain(), info);
     if (!parsed) {
         ++disk_.counters.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", disk_.image.path(),
-                      to_string(parsed.error()));
-        if (parsed.error() == BlkError::NoStatusByte) return request.complete(0);
-        return finish(request, status_for(parsed.error()));
+        spdlog::debug("virtio-blk {}: bad request: {}", disk_.image.path(), parsed.error().what);
+        if (parsed.error() == blk_error::kNoStatusByte) return request.complete(0);
+        return finish(request, parsed.error().status);
     }
     if (parsed->type == RequestType::GetId) {
         std::array<uint8_t, kIdBytes> padded{};
@@ -92,8 +95,8 @@ void BlkQueue::step_done(Pending& pending, const block::IoResult& result) {
         return next(pending);
     }
     const bool first = disk_.counters.io_errors.fetch_add(1) == 0;
-    spdlog::log(first ? spdlog::level::warn : spdlog::level::debug,
-                "virtio-blk {}: I/O error: {}", disk_.image.path(), result.error().message());
+    spdlog::log(first ? spdlog::level::warn : spdlog::level::debug, "virtio-blk {}: I/O error: {}",
+                disk_.image.path(), result.error().message());
     InFlight& request = pending.request;
     std::destroy_at(&pending);
     finish(request, Status::IoError);

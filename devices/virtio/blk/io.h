@@ -30,8 +30,9 @@ std::optional<block::IoOp> operation(const Request& request, size_t index, bool 
 // What every queue of a disk shares.
 struct BlkDisk {
     block::DiskImage& image;
-    const std::string& serial;  // get-id's answer, NUL-padded to 20 bytes
-    const DiskInfo& info;
+    const std::string& serial;                      // get-id's answer, NUL-padded to 20 bytes
+    const DiskInfo& info;                           // as opened
+    const std::atomic<uint64_t>& capacity_sectors;  // info's, until the image is resized
     BlkCounters& counters;
     bool write_through = false;  // set at activation, while no queue runs
 };

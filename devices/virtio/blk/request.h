@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "mem/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/queue.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::blk {
 
@@ -21,6 +21,7 @@ inline constexpr uint64_t kIdBytes = 20;      // VIRTIO_BLK_ID_BYTES
 // max_write_zeroes_seg, so a request's ranges live in the request, not on the heap.
 inline constexpr uint32_t kMaxSegments = 32;
 
+// VIRTIO_BLK_T_* of <linux/virtio_blk.h>.
 enum class RequestType : uint32_t {
     In = 0,
     Out = 1,
@@ -43,24 +44,42 @@ struct DiskInfo {
     uint32_t max_write_zeroes_segments = 0;  // at most kMaxSegments
 };
 
-enum class BlkError {
-    NoStatusByte,      // no device-writable byte to put the status in: nothing can be reported
-    HeaderTooShort,    // fewer than 16 device-readable bytes
-    UnsupportedType,   // a request type this device does not implement
-    WrongDirection,    // data in the readable part of a read, or the writable part of a write
-    UnexpectedData,    // a flush that carries data
-    NoData,            // a transfer or discard/write-zeroes without data
-    UnalignedLength,   // not a multiple of 512 bytes (transfers) or 16 bytes (segments)
-    OutOfRange,        // reaches past the end of the disk
-    ReadOnly,          // a write, discard or write-zeroes on a read-only disk
-    IdBufferTooShort,  // get-id with room for fewer than 20 bytes
-    TooManySegments,   // more than max_discard_seg / max_write_zeroes_seg (or kMaxSegments)
-    SegmentTooLarge,   // more than max_discard_sectors / max_write_zeroes_sectors
-    UnsupportedFlags,  // unknown segment flags, or unmap on a discard
+// Every guest mistake a request can hold, with the status the device answers and what the log says,
+// each written once (scsi/sense.h is the model). UNSUPP for what the device does not do (the spec
+// asks for it), IOERR for the rest.
+struct BlkError {
+    Status status = Status::IoError;
+    std::string_view what;
+    bool operator==(const BlkError& other) const { return what == other.what; }
 };
-std::string_view to_string(BlkError error);
-// UNSUPP for what the device does not do (the spec asks for it), IOERR for the rest.
-Status status_for(BlkError error);
+
+namespace blk_error {
+// no device-writable byte to put the status in: nothing can be reported
+inline constexpr BlkError kNoStatusByte{Status::IoError, "no writable status byte"};
+inline constexpr BlkError kHeaderTooShort{Status::IoError, "request header shorter than 16 bytes"};
+inline constexpr BlkError kUnsupportedType{Status::Unsupported, "unsupported request type"};
+// data in the readable part of a read, or the writable part of a write
+inline constexpr BlkError kWrongDirection{Status::IoError, "data buffers in the wrong direction"};
+inline constexpr BlkError kUnexpectedData{Status::IoError, "flush with data"};
+// a transfer or discard/write-zeroes without data
+inline constexpr BlkError kNoData{Status::IoError, "request without data"};
+// not a multiple of 512 bytes (transfers) or 16 bytes (segments)
+inline constexpr BlkError kUnalignedLength{Status::IoError,
+                                           "data length not a multiple of the unit"};
+inline constexpr BlkError kOutOfRange{Status::IoError, "request past the end of the disk"};
+// a write, discard or write-zeroes on a read-only disk
+inline constexpr BlkError kReadOnly{Status::IoError, "write to a read-only disk"};
+inline constexpr BlkError kIdBufferTooShort{Status::IoError, "get-id buffer shorter than 20 bytes"};
+// more than max_discard_seg / max_write_zeroes_seg (or kMaxSegments)
+inline constexpr BlkError kTooManySegments{Status::IoError,
+                                           "too many discard/write-zeroes segments"};
+// more than max_discard_sectors / max_write_zeroes_sectors
+inline constexpr BlkError kSegmentTooLarge{Status::IoError,
+                                           "discard/write-zeroes segment too large"};
+// unknown segment flags, or unmap on a discard
+inline constexpr BlkError kUnsupportedFlags{Status::Unsupported,
+                                            "unsupported discard/write-zeroes flags"};
+}  // namespace blk_error
 
 // A byte range of the disk to discard or zero.
 struct DiskRange {

@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/blk/test_disk.h"
-#include "devices/virtio/pci/function.h"
-#include "devices/virtio/pci/test_driver.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
+#include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {
@@ -23,7 +24,6 @@ using namespace std::chrono_literals;
 
 constexpr int kDisks = 64;
 constexpr uint64_t kWindow = 0xc000'0000;  // each port gets 1 MiB of it
-constexpr uint32_t kBlkOut = 1;
 
 struct Disk {
     std::unique_ptr<blk::testing::TempImage> image;
@@ -51,28 +51,11 @@ class BlkOverPciTest : public ::testing::Test {
 
     // A write of `data` to sector `sector`: header, data, status byte.
     void submit_write(Disk& disk, uint64_t sector, std::span<const uint8_t> data) {
-        const GuestAddr header = guest.alloc(16);
-        const uint32_t type[2] = {kBlkOut, 0};
-        guest.write(header, std::span(reinterpret_cast<const uint8_t*>(type), 8));
-        guest.write(header + 8, std::span(reinterpret_cast<const uint8_t*>(&sector), 8));
-        const GuestAddr buffer = guest.alloc(data.size());
-        guest.write(buffer, data);
-        disk.status = guest.alloc(1);
-        guest.write(disk.status, std::vector<uint8_t>{0xff});
-        const virtio::testing::TestDriver::Buffer chain[] = {
-            {header, 16, false}, {buffer, uint32_t(data.size()), false}, {disk.status, 1, true}};
-        disk.ring->add_chain(chain);
+        disk.status = virtio::testing::add_blk_write(guest, *disk.ring, sector, data);
     }
 
-    template <class Done>
-    bool run_until(Done done) {
-        const auto deadline = std::chrono::steady_clock::now() + 10s;
-        while (!done()) {
-            if (std::chrono::steady_clock::now() > deadline) return false;
-            if (io.stopped()) io.restart();
-            io.run_one_for(10ms);
-        }
-        return true;
+    bool run_until(const std::function<bool()>& done) {
+        return virtio::testing::run_io_until(io, done);
     }
 
     void add_disks(int count) {
@@ -91,12 +74,13 @@ class BlkOverPciTest : public ::testing::Test {
         enumerate();
     }
 
-    // Each function allocates its config vector, then one per queue.
+    // Each function allocates its config vector, then one per queue; then its root port the
+    // port's MSI vector.
     const devices::testing::FakePlatform::Vector& queue_vector(int disk) {
-        return *h.platform.vectors.at(2 * disk + 1);
+        return *h.platform.vectors.at(3 * disk + 1);
     }
     const devices::testing::FakePlatform::Vector& config_vector(int disk) {
-        return *h.platform.vectors.at(2 * disk);
+        return *h.platform.vectors.at(3 * disk);
     }
 
     boost::asio::io_context io;

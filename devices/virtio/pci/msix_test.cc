@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/blk/device.h"
+#include "devices/virtio/blk/blk_device.h"
 #include "devices/virtio/blk/test_disk.h"
-#include "devices/virtio/pci/function.h"
-#include "devices/virtio/pci/test_driver.h"
-#include "devices/virtio/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {

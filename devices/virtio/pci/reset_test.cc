@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "devices/pci/test_harness.h"
-#include "devices/virtio/pci/function.h"
-#include "devices/virtio/pci/test_driver.h"
+#include "devices/virtio/pci/test_pci_driver.h"
+#include "devices/virtio/pci/virtio_pci_function.h"
 #include "devices/virtio/queue_worker.h"
-#include "devices/virtio/test_driver.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::pci {
 namespace {

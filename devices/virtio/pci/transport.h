@@ -7,31 +7,37 @@
 // into the device, so Device::reset() may wait for an I/O thread that is notifying.
 #pragma once
 
+#include <linux/virtio_config.h>
+#include <linux/virtio_pci.h>
+
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <span>
 #include <vector>
 
+#include "base/fd.h"
 #include "devices/pci/msix.h"
-#include "devices/virtio/device.h"
-#include "mem/fd.h"
+#include "devices/virtio/virtio_device.h"
 #include "mem/guest_memory.h"
 
 namespace mvmm::devices::virtio::pci {
 
 namespace status {
-inline constexpr uint8_t kAcknowledge = 1;
-inline constexpr uint8_t kDriver = 2;
-inline constexpr uint8_t kDriverOk = 4;
-inline constexpr uint8_t kFeaturesOk = 8;
-inline constexpr uint8_t kNeedsReset = 0x40;
-inline constexpr uint8_t kFailed = 0x80;
+inline constexpr uint8_t kAcknowledge = VIRTIO_CONFIG_S_ACKNOWLEDGE;
+inline constexpr uint8_t kDriver = VIRTIO_CONFIG_S_DRIVER;
+inline constexpr uint8_t kDriverOk = VIRTIO_CONFIG_S_DRIVER_OK;
+inline constexpr uint8_t kFeaturesOk = VIRTIO_CONFIG_S_FEATURES_OK;
+inline constexpr uint8_t kNeedsReset = VIRTIO_CONFIG_S_NEEDS_RESET;
+inline constexpr uint8_t kFailed = VIRTIO_CONFIG_S_FAILED;
 }  // namespace status
 
-inline constexpr uint16_t kNoVector = 0xffff;  // VIRTIO_MSI_NO_VECTOR
+inline constexpr uint16_t kNoVector = VIRTIO_MSI_NO_VECTOR;
 
-// struct virtio_pci_common_cfg, little-endian like the guest.
+// struct virtio_pci_common_cfg, little-endian like the guest, with each 64-bit queue address as
+// one field where <linux/virtio_pci.h> splits it into _lo and _hi (the asserts below hold the two
+// layouts together).
 struct CommonConfig {
     uint32_t device_feature_select;
     uint32_t device_feature;
@@ -50,7 +56,20 @@ struct CommonConfig {
     uint64_t queue_driver;
     uint64_t queue_device;
 };
-static_assert(sizeof(CommonConfig) == 0x38);
+static_assert(sizeof(CommonConfig) == sizeof(virtio_pci_common_cfg));
+static_assert(offsetof(CommonConfig, driver_feature) ==
+              offsetof(virtio_pci_common_cfg, guest_feature));
+static_assert(offsetof(CommonConfig, config_msix_vector) ==
+              offsetof(virtio_pci_common_cfg, msix_config));
+static_assert(offsetof(CommonConfig, device_status) ==
+              offsetof(virtio_pci_common_cfg, device_status));
+static_assert(offsetof(CommonConfig, queue_notify_off) ==
+              offsetof(virtio_pci_common_cfg, queue_notify_off));
+static_assert(offsetof(CommonConfig, queue_desc) == offsetof(virtio_pci_common_cfg, queue_desc_lo));
+static_assert(offsetof(CommonConfig, queue_driver) ==
+              offsetof(virtio_pci_common_cfg, queue_avail_lo));
+static_assert(offsetof(CommonConfig, queue_device) ==
+              offsetof(virtio_pci_common_cfg, queue_used_lo));
 
 class Transport final : public Interrupt {
   public:

@@ -18,14 +18,9 @@ Unexpected<Sense> fail(const Sense& sense) {
     return Unexpected{sense};
 }
 
-// [lba, lba + blocks) lies on the LUN; written so that no sum can wrap.
-bool in_range(uint64_t lba, uint64_t blocks, const LunInfo& lun) {
-    return lba <= lun.blocks && blocks <= lun.blocks - lba;
-}
-
 Parsed transfer(bool write, uint64_t lba, uint32_t blocks, bool fua, const LunInfo& lun) {
-    if (!in_range(lba, blocks, lun)) return fail(sense::kLbaOutOfRange);
-    const uint64_t bytes = uint64_t{blocks} * kBlockSize;
+    if (!lun.holds(lba, blocks)) return fail(sense::kLbaOutOfRange);
+    const uint64_t bytes = uint64_t{blocks} * lun.block_size;
     if (!write) return Command{Read{lba, blocks}, blocks ? Direction::In : Direction::None, bytes};
     if (lun.read_only) return fail(sense::kWriteProtected);
     return Command{Write{lba, blocks, fua}, blocks ? Direction::Out : Direction::None, bytes};
@@ -51,8 +46,7 @@ Parsed synchronize_cache(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t l
                          size_t length_bytes) {
     const uint64_t lba = load_be(cdb, 2, lba_bytes);
     // Zero blocks means "to the end"; the flush covers the whole image either way.
-    if (!in_range(lba, load_be(cdb, length_at, length_bytes), lun))
-        return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(lba, load_be(cdb, length_at, length_bytes))) return fail(sense::kLbaOutOfRange);
     return Command{SynchronizeCache{}};
 }
 
@@ -97,95 +91,162 @@ Parsed unmap(Cdb cdb, const LunInfo& lun) {
     if (cdb[1] & 0x01) return fail(sense::kInvalidFieldInCdb);  // ANCHOR
     const uint64_t length = load_be(cdb, 7, 2);
     if (lun.read_only) return fail(sense::kWriteProtected);
+    // SBC-3, 5.28: a parameter list length of 0 is no error; nothing is unmapped.
     if (length > 0 && length < 8) return fail(sense::kParameterListLength);
     return Command{Unmap{}, length ? Direction::Out : Direction::None, length};
 }
 
-Parsed write_same_16(Cdb cdb, const LunInfo& lun) {
+// WRITE SAME(10/16): the LBA at byte 2, the length at `length_at`; NDOB only in (16).
+Parsed write_same(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t length_at,
+                  size_t length_bytes) {
     const uint8_t flags = cdb[1];
-    if (flags & (kProtectBits | 0x10)) return fail(sense::kInvalidFieldInCdb);  // or ANCHOR
-    const WriteSame request{load_be(cdb, 2, 8), static_cast<uint32_t>(load_be(cdb, 10, 4)),
-                            bool(flags & 0x08), bool(flags & 0x01)};
+    const uint8_t ndob = cdb[0] == 0x93 ? 0x01 : 0x00;
+    if (flags & (kProtectBits | 0x10 | (0x07 & ~ndob))) return fail(sense::kInvalidFieldInCdb);
+    const WriteSame request{load_be(cdb, 2, lba_bytes),
+                            static_cast<uint32_t>(load_be(cdb, length_at, length_bytes)),
+                            bool(flags & 0x08), bool(flags & ndob)};
     // Zero blocks would mean "to the end": the Block Limits page sets WSNZ, so it is refused.
     if (request.blocks == 0 || request.blocks > kMaxWriteSameBlocks)
         return fail(sense::kInvalidFieldInCdb);
-    if (!in_range(request.lba, request.blocks, lun)) return fail(sense::kLbaOutOfRange);
+    if (!lun.holds(request.lba, request.blocks)) return fail(sense::kLbaOutOfRange);
     if (lun.read_only) return fail(sense::kWriteProtected);
     if (request.no_data_out) return Command{request};
-    return Command{request, Direction::Out, kBlockSize};
+    return Command{request, Direction::Out, lun.block_size};
+}
+
+// VERIFY(10/16): BYTCHK 00b verifies the medium (an image has nothing to check), 01b compares
+// the data-out with it; 11b (one block against each) is not supported.
+Parsed verify(Cdb cdb, const LunInfo& lun, size_t lba_bytes, size_t length_at,
+              size_t length_bytes) {
+    const uint8_t byte_check = (cdb[1] >> 1) & 0x03;
+    if ((cdb[1] & kProtectBits) || byte_check > 1) return fail(sense::kInvalidFieldInCdb);
+    const Verify request{load_be(cdb, 2, lba_bytes),
+                         static_cast<uint32_t>(load_be(cdb, length_at, length_bytes)),
+                         byte_check == 1};
+    if (!lun.holds(request.lba, request.blocks)) return fail(sense::kLbaOutOfRange);
+    const uint64_t bytes = request.compare ? uint64_t{request.blocks} * lun.block_size : 0;
+    return Command{request, bytes ? Direction::Out : Direction::None, bytes};
+}
+
+// MODE SELECT(6/10): PF set (the pages are SPC's), SP clear (nothing is saved), as QEMU wants.
+Parsed mode_select(Cdb cdb, bool ten) {
+    if ((cdb[1] & 0x11) != 0x10) return fail(sense::kInvalidFieldInCdb);
+    const uint64_t length = ten ? load_be(cdb, 7, 2) : cdb[4];
+    return Command{ModeSelect{ten}, length ? Direction::Out : Direction::None, length};
+}
+
+// REPORT SUPPORTED OPERATION CODES: MAINTENANCE IN, service action 0Ch.  RCTD (timeouts
+// descriptors) is refused: this target has no timeouts to report.
+Parsed report_opcodes(Cdb cdb, const LunInfo&) {
+    if ((cdb[1] & 0x1f) != 0x0c) return fail(sense::kInvalidFieldInCdb);
+    const uint8_t options = cdb[2] & 0x07;
+    if ((cdb[2] & 0x80) || options > 3) return fail(sense::kInvalidFieldInCdb);
+    const ReportOpcodes request{options, cdb[3], static_cast<uint16_t>(load_be(cdb, 4, 2))};
+    return Command{request, Direction::In, load_be(cdb, 6, 4)};
 }
 
 struct Entry {
-    uint8_t opcode;
-    uint8_t length;
+    CommandUsage usage;
     Parsed (*parse)(Cdb, const LunInfo&);
 };
 
+constexpr int32_t kNoAction = -1;
+constexpr uint8_t kAll = 0xff;
+// The CDB usage masks say which bits each parser reads; a bit it refuses when set is not used.
 constexpr Entry kCommands[] = {
-    {0x00, 6, [](Cdb, const LunInfo&) -> Parsed { return Command{TestUnitReady{}}; }},
-    {0x03, 6,
+    {{0x00, kNoAction, 6, {kAll}},
+     [](Cdb, const LunInfo&) -> Parsed { return Command{TestUnitReady{}}; }},
+    {{0x03, kNoAction, 6, {kAll, 0x01, 0, 0, kAll}},
      [](Cdb c, const LunInfo&) -> Parsed {
          return Command{RequestSense{bool(c[1] & 0x01)}, Direction::In, c[4]};
      }},
-    {0x08, 6, [](Cdb c, const LunInfo& l) { return read_write_6(c, l, false); }},
-    {0x0a, 6, [](Cdb c, const LunInfo& l) { return read_write_6(c, l, true); }},
-    {0x12, 6, inquiry},
-    {0x1a, 6, [](Cdb c, const LunInfo&) { return mode_sense(c, false); }},
-    {0x1b, 6, [](Cdb, const LunInfo&) -> Parsed { return Command{StartStopUnit{}}; }},
-    {0x25, 10,
+    {{0x08, kNoAction, 6, {kAll, 0x1f, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write_6(c, l, false); }},
+    {{0x0a, kNoAction, 6, {kAll, 0x1f, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write_6(c, l, true); }},
+    {{0x12, kNoAction, 6, {kAll, 0x01, kAll, kAll, kAll}}, inquiry},
+    {{0x15, kNoAction, 6, {kAll, 0x11, 0, 0, kAll}},
+     [](Cdb c, const LunInfo&) { return mode_select(c, false); }},
+    {{0x1a, kNoAction, 6, {kAll, 0x08, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo&) { return mode_sense(c, false); }},
+    {{0x1b, kNoAction, 6, {kAll}},
+     [](Cdb, const LunInfo&) -> Parsed { return Command{StartStopUnit{}}; }},
+    {{0x25, kNoAction, 10, {kAll}},
      [](Cdb, const LunInfo&) -> Parsed {
          return Command{ReadCapacity{false}, Direction::In, 8};
      }},
-    {0x28, 10, [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 4, 7, 2); }},
-    {0x2a, 10, [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 4, 7, 2); }},
-    {0x35, 10, [](Cdb c, const LunInfo& l) { return synchronize_cache(c, l, 4, 7, 2); }},
-    {0x42, 10, unmap},
-    {0x5a, 10, [](Cdb c, const LunInfo&) { return mode_sense(c, true); }},
-    {0x88, 16, [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 8, 10, 4); }},
-    {0x8a, 16, [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 8, 10, 4); }},
-    {0x91, 16, [](Cdb c, const LunInfo& l) { return synchronize_cache(c, l, 8, 10, 4); }},
-    {0x93, 16, write_same_16},
-    {0x9e, 16, read_capacity_16},
-    {0xa0, 12, report_luns},
-    {0xa8, 12, [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 4, 6, 4); }},
-    {0xaa, 12, [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 4, 6, 4); }},
+    {{0x28, kNoAction, 10, {kAll, 0x18, kAll, kAll, kAll, kAll, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 4, 7, 2); }},
+    {{0x2a, kNoAction, 10, {kAll, 0x18, kAll, kAll, kAll, kAll, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 4, 7, 2); }},
+    {{0x2f, kNoAction, 10, {kAll, 0x12, kAll, kAll, kAll, kAll, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return verify(c, l, 4, 7, 2); }},
+    {{0x35, kNoAction, 10, {kAll, 0, kAll, kAll, kAll, kAll, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return synchronize_cache(c, l, 4, 7, 2); }},
+    {{0x41, kNoAction, 10, {kAll, 0x08, kAll, kAll, kAll, kAll, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return write_same(c, l, 4, 7, 2); }},
+    {{0x42, kNoAction, 10, {kAll, 0, 0, 0, 0, 0, 0, kAll, kAll}}, unmap},
+    {{0x55, kNoAction, 10, {kAll, 0x11, 0, 0, 0, 0, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo&) { return mode_select(c, true); }},
+    {{0x5a, kNoAction, 10, {kAll, 0x08, kAll, kAll, 0, 0, 0, kAll, kAll}},
+     [](Cdb c, const LunInfo&) { return mode_sense(c, true); }},
+    {{0x88,
+      kNoAction,
+      16,
+      {kAll, 0x18, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 8, 10, 4); }},
+    {{0x8a,
+      kNoAction,
+      16,
+      {kAll, 0x18, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 8, 10, 4); }},
+    {{0x8f,
+      kNoAction,
+      16,
+      {kAll, 0x12, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return verify(c, l, 8, 10, 4); }},
+    {{0x91,
+      kNoAction,
+      16,
+      {kAll, 0, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return synchronize_cache(c, l, 8, 10, 4); }},
+    {{0x93,
+      kNoAction,
+      16,
+      {kAll, 0x09, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return write_same(c, l, 8, 10, 4); }},
+    {{0x9e, 0x10, 16, {kAll, 0x1f, 0, 0, 0, 0, 0, 0, 0, 0, kAll, kAll, kAll, kAll}},
+     read_capacity_16},
+    {{0xa0, kNoAction, 12, {kAll, 0, kAll, 0, 0, 0, kAll, kAll, kAll, kAll}}, report_luns},
+    {{0xa3, 0x0c, 12, {kAll, 0x1f, 0x07, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     report_opcodes},
+    {{0xa8, kNoAction, 12, {kAll, 0x18, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, false, 4, 6, 4); }},
+    {{0xaa, kNoAction, 12, {kAll, 0x18, kAll, kAll, kAll, kAll, kAll, kAll, kAll, kAll}},
+     [](Cdb c, const LunInfo& l) { return read_write(c, l, true, 4, 6, 4); }},
 };
+
+static_assert(std::size(kCommands) == kSupportedCommandCount);
+constexpr auto kUsages = [] {
+    std::array<CommandUsage, std::size(kCommands)> usages{};
+    for (size_t i = 0; i < usages.size(); ++i) usages[i] = kCommands[i].usage;
+    return usages;
+}();
 
 }  // namespace
 
 Result<Command, Sense> parse_cdb(std::span<const uint8_t> cdb, const LunInfo& lun) {
     if (cdb.empty()) return fail(sense::kInvalidFieldInCdb);
     const auto* entry =
-        std::ranges::find_if(kCommands, [&](const Entry& e) { return e.opcode == cdb[0]; });
+        std::ranges::find_if(kCommands, [&](const Entry& e) { return e.usage.opcode == cdb[0]; });
     if (entry == std::end(kCommands)) return fail(sense::kInvalidOpcode);
     // Only a driver that set cdb_size below the command's length sends a short CDB.
-    if (cdb.size() < entry->length) return fail(sense::kInvalidFieldInCdb);
-    return entry->parse(cdb.first(entry->length), lun);
+    if (cdb.size() < entry->usage.length) return fail(sense::kInvalidFieldInCdb);
+    return entry->parse(cdb.first(entry->usage.length), lun);
 }
 
-Result<UnmapRanges, Sense> parse_unmap_list(const GuestBuffers& list, const LunInfo& lun) {
-    constexpr size_t kHeader = 8, kDescriptor = 16;
-    std::array<uint8_t, kHeader + kDescriptor * kMaxUnmapDescriptors> copy;
-    const auto head = std::span(copy).first(list.copy_to(0, copy));
-    if (head.size() < kHeader) return fail(sense::kParameterListLength);
-    const uint64_t data_length = load_be(head, 0, 2);         // bytes after this field
-    const uint64_t descriptors_length = load_be(head, 2, 2);  // a partial last one is ignored
-    if (descriptors_length + kHeader > list.size() || descriptors_length + 6 > data_length)
-        return fail(sense::kParameterListLength);
-    const uint64_t count = descriptors_length / kDescriptor;
-    if (count > kMaxUnmapDescriptors) return fail(sense::kInvalidFieldInParameterList);
-    UnmapRanges ranges;
-    uint64_t total = 0;                     // at most 32 x 32 bits: no wrap
-    for (uint64_t i = 0; i < count; ++i) {  // every one of them is in `head`
-        const size_t at = kHeader + i * kDescriptor;
-        const BlockRange range{load_be(head, at, 8),
-                               static_cast<uint32_t>(load_be(head, at + 8, 4))};
-        if (!in_range(range.lba, range.blocks, lun)) return fail(sense::kLbaOutOfRange);
-        total += range.blocks;
-        if (range.blocks > 0) ranges.push_back(range);
-    }
-    if (total > kMaxUnmapBlocks) return fail(sense::kInvalidFieldInParameterList);
-    return ranges;
+std::span<const CommandUsage> supported_commands() {
+    return kUsages;
 }
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -1,9 +1,10 @@
-// parse_cdb() and parse_unmap_list() on good and hostile input: every CDB a guest can send is
+// parse_cdb() on good and hostile input: every CDB a guest can send is
 // either a checked Command or the sense a real target returns.
 #include "devices/virtio/scsi/cdb.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <random>
 
@@ -111,7 +112,7 @@ TEST(ParseCdb, ShortCdbsAndUnknownOpcodes) {
     EXPECT_EQ(sense_of({}), sense::kInvalidFieldInCdb);
     EXPECT_EQ(sense_of(cdb({0x28, 0, 0, 0, 0, 0})), sense::kInvalidFieldInCdb) << "6 of 10 bytes";
     EXPECT_EQ(sense_of(std::vector<uint8_t>(15, 0x88)), sense::kInvalidFieldInCdb);
-    for (uint8_t opcode : {0x04, 0x15, 0x1d, 0x2f, 0x55, 0x7f, 0xa3, 0xc0, 0xff})
+    for (uint8_t opcode : {0x04, 0x1d, 0x3b, 0x7f, 0x89, 0xc0, 0xff})
         EXPECT_EQ(sense_of(cdb({opcode}, 16)), sense::kInvalidOpcode) << int(opcode);
     auto padded = cdb({0x00}, 32);
     EXPECT_TRUE(parse_cdb(padded, kLun)) << "bytes past the command's length are ignored";
@@ -199,6 +200,90 @@ TEST(ParseCdb, UnmapAndWriteSame) {
 }
 
 // Any 16 bytes: a Command whose transfer stays on the LUN, or sense; never a crash.
+TEST(ParseCdb, UnmapWithNoParameterListMovesNothing) {
+    auto unmap = parse_cdb(cdb({0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0}), kLun);
+    ASSERT_TRUE(unmap) << "SBC-3: no error";
+    EXPECT_EQ(unmap->direction, Direction::None);
+    EXPECT_EQ(sense_of(cdb({0x42, 0, 0, 0, 0, 0, 0, 0, 7, 0})), sense::kParameterListLength);
+}
+
+TEST(ParseCdb, WriteSameTen) {
+    auto same = parse_cdb(rw10(0x41, 100, 8, 0x08), kLun);
+    ASSERT_TRUE(same);
+    const auto request = operation_of<WriteSame>(*same);
+    EXPECT_EQ(request.lba, 100u);
+    EXPECT_EQ(request.blocks, 8u);
+    EXPECT_TRUE(request.unmap);
+    EXPECT_FALSE(request.no_data_out);
+    EXPECT_EQ(same->transfer_bytes, 512u);
+    EXPECT_EQ(sense_of(rw10(0x41, 100, 8, 0x01)), sense::kInvalidFieldInCdb) << "no NDOB in (10)";
+    EXPECT_EQ(sense_of(rw10(0x41, 100, 0)), sense::kInvalidFieldInCdb) << "WSNZ";
+    EXPECT_EQ(sense_of(rw10(0x41, 2047, 2)), sense::kLbaOutOfRange);
+    EXPECT_EQ(sense_of(rw10(0x41, 0, 1), kReadOnly), sense::kWriteProtected);
+    const LunInfo big_blocks{.blocks = 64, .block_size = 4096};
+    EXPECT_EQ(parse_cdb(rw10(0x41, 0, 1), big_blocks)->transfer_bytes, 4096u) << "one block";
+}
+
+TEST(ParseCdb, Verify) {
+    auto medium = parse_cdb(rw10(0x2f, 10, 4), kLun);
+    ASSERT_TRUE(medium);
+    EXPECT_FALSE(operation_of<Verify>(*medium).compare);
+    EXPECT_EQ(medium->direction, Direction::None) << "BYTCHK 0: no data";
+    auto compare = parse_cdb(rw16(0x8f, 10, 4, 0x02), kLun);
+    ASSERT_TRUE(compare);
+    EXPECT_TRUE(operation_of<Verify>(*compare).compare);
+    EXPECT_EQ(compare->direction, Direction::Out);
+    EXPECT_EQ(compare->transfer_bytes, 4u * 512);
+    EXPECT_TRUE(parse_cdb(rw10(0x2f, 0, 1, 0x02), kReadOnly)) << "reads only";
+    EXPECT_EQ(sense_of(rw10(0x2f, 0, 1, 0x06)), sense::kInvalidFieldInCdb) << "BYTCHK 11b";
+    EXPECT_EQ(sense_of(rw10(0x2f, 0, 1, 0x04)), sense::kInvalidFieldInCdb) << "BYTCHK 10b";
+    EXPECT_EQ(sense_of(rw10(0x2f, 0, 1, 0x20)), sense::kInvalidFieldInCdb) << "VRPROTECT";
+    EXPECT_EQ(sense_of(rw16(0x8f, ~0ull, 2)), sense::kLbaOutOfRange);
+}
+
+TEST(ParseCdb, ModeSelect) {
+    auto six = parse_cdb(cdb({0x15, 0x10, 0, 0, 24, 0}), kLun);
+    ASSERT_TRUE(six);
+    EXPECT_FALSE(operation_of<ModeSelect>(*six).ten);
+    EXPECT_EQ(six->direction, Direction::Out);
+    EXPECT_EQ(six->transfer_bytes, 24u);
+    auto ten = parse_cdb(cdb({0x55, 0x10, 0, 0, 0, 0, 0, 0x01, 0x00, 0}), kLun);
+    ASSERT_TRUE(ten);
+    EXPECT_TRUE(operation_of<ModeSelect>(*ten).ten);
+    EXPECT_EQ(ten->transfer_bytes, 256u);
+    EXPECT_EQ(parse_cdb(cdb({0x15, 0x10, 0, 0, 0, 0}), kLun)->direction, Direction::None);
+    EXPECT_EQ(sense_of(cdb({0x15, 0x00, 0, 0, 24, 0})), sense::kInvalidFieldInCdb) << "PF 0";
+    EXPECT_EQ(sense_of(cdb({0x15, 0x11, 0, 0, 24, 0})), sense::kInvalidFieldInCdb) << "SP 1";
+}
+
+TEST(ParseCdb, ReportSupportedOperationCodes) {
+    auto all = parse_cdb(cdb({0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0}), kLun);
+    ASSERT_TRUE(all);
+    EXPECT_EQ(operation_of<ReportOpcodes>(*all).options, 0);
+    EXPECT_EQ(all->transfer_bytes, 512u);
+    auto one = parse_cdb(cdb({0xa3, 0x0c, 2, 0x9e, 0, 0x10, 0, 0, 0, 64, 0, 0}), kLun);
+    ASSERT_TRUE(one);
+    EXPECT_EQ(operation_of<ReportOpcodes>(*one).opcode, 0x9e);
+    EXPECT_EQ(operation_of<ReportOpcodes>(*one).service_action, 0x10);
+    EXPECT_EQ(sense_of(cdb({0xa3, 0x0a, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0})), sense::kInvalidFieldInCdb)
+        << "REPORT TARGET PORT GROUPS";
+    EXPECT_EQ(sense_of(cdb({0xa3, 0x0c, 4, 0, 0, 0, 0, 0, 2, 0, 0, 0})), sense::kInvalidFieldInCdb);
+    EXPECT_EQ(sense_of(cdb({0xa3, 0x0c, 0x80, 0, 0, 0, 0, 0, 2, 0, 0, 0})),
+              sense::kInvalidFieldInCdb)
+        << "RCTD";
+}
+
+TEST(SupportedCommands, EveryOneParsesAndItsUsageNamesItsOpcode) {
+    for (const CommandUsage& command : supported_commands()) {
+        EXPECT_EQ(command.usage[0], 0xff) << int(command.opcode);
+        const auto zeroes = parse_cdb(cdb({command.opcode}, command.length), kLun);
+        EXPECT_TRUE(zeroes || zeroes.error() != sense::kInvalidOpcode) << int(command.opcode);
+        EXPECT_EQ(sense_of(cdb({command.opcode}, command.length - 1)), sense::kInvalidFieldInCdb)
+            << int(command.opcode) << ": one byte short";
+    }
+    EXPECT_TRUE(std::ranges::is_sorted(supported_commands(), {}, &CommandUsage::opcode));
+}
+
 TEST(ParseCdb, RandomCdbsNeverEscapeTheLun) {
     std::mt19937_64 random(15);
     for (int i = 0; i < 200000; ++i) {
@@ -217,68 +302,6 @@ TEST(ParseCdb, RandomCdbsNeverEscapeTheLun) {
             EXPECT_TRUE(on_lun(same->lba, same->blocks));
         }
     }
-}
-
-std::vector<uint8_t> unmap_list(std::initializer_list<BlockRange> ranges, int extra_header = 0) {
-    std::vector<uint8_t> list(8 + 16 * ranges.size(), 0);
-    const size_t descriptors = 16 * ranges.size();
-    list[0] = uint8_t((descriptors + 6 + extra_header) >> 8);
-    list[1] = uint8_t(descriptors + 6 + extra_header);
-    list[2] = uint8_t(descriptors >> 8);
-    list[3] = uint8_t(descriptors);
-    size_t at = 8;
-    for (const auto& r : ranges) {
-        for (int i = 0; i < 8; ++i) list[at + i] = uint8_t(r.lba >> (56 - 8 * i));
-        for (int i = 0; i < 4; ++i) list[at + 8 + i] = uint8_t(r.blocks >> (24 - 8 * i));
-        at += 16;
-    }
-    return list;
-}
-
-// The list as the data-out buffer a command carries.
-Result<UnmapRanges, Sense> parse_list(std::vector<uint8_t> list, const LunInfo& lun) {
-    const GuestBuffers::Part part{std::span(list)};
-    return parse_unmap_list(GuestBuffers(std::span(&part, 1)), lun);
-}
-
-TEST(ParseUnmapList, ReadsTheDescriptors) {
-    auto ranges = parse_list(unmap_list({{0, 8}, {100, 0}, {2040, 8}}), kLun);
-    ASSERT_TRUE(ranges);
-    EXPECT_EQ(*ranges, (UnmapRanges{{0, 8}, {2040, 8}})) << "empty ranges dropped";
-    auto none = parse_list(unmap_list({}), kLun);
-    ASSERT_TRUE(none);
-    EXPECT_TRUE(none->empty());
-}
-
-TEST(ParseUnmapList, TakesAListLongerThanItsDescriptors) {
-    auto list = unmap_list({{0, 8}, {16, 8}}, 4096);
-    list.resize(list.size() + 4096, 0xee);  // a parameter list length past the descriptors
-    auto ranges = parse_list(list, kLun);
-    ASSERT_TRUE(ranges);
-    EXPECT_EQ(*ranges, (UnmapRanges{{0, 8}, {16, 8}}));
-}
-
-TEST(ParseUnmapList, RefusesHostileLists) {
-    EXPECT_EQ(parse_list(std::vector<uint8_t>(7, 0), kLun).error(), sense::kParameterListLength);
-    auto too_long = unmap_list({{0, 8}});
-    too_long[3] = 32;  // claims two descriptors, holds one
-    EXPECT_EQ(parse_list(too_long, kLun).error(), sense::kParameterListLength);
-    auto short_header = unmap_list({{0, 8}}, -1);
-    EXPECT_EQ(parse_list(short_header, kLun).error(), sense::kParameterListLength);
-    EXPECT_EQ(parse_list(unmap_list({{2041, 8}}), kLun).error(), sense::kLbaOutOfRange);
-    EXPECT_EQ(parse_list(unmap_list({{~0ull, 2}}), kLun).error(), sense::kLbaOutOfRange);
-    const LunInfo huge{.blocks = 1ull << 40};
-    EXPECT_EQ(parse_list(unmap_list({{0, kMaxUnmapBlocks + 1}}), huge).error(),
-              sense::kInvalidFieldInParameterList);
-    EXPECT_EQ(parse_list(unmap_list({{0, kMaxUnmapBlocks}, {1ull << 30, 1}}), huge).error(),
-              sense::kInvalidFieldInParameterList)
-        << "the limit is on the whole list";
-    std::vector<uint8_t> many = unmap_list({});
-    many.resize(8 + 16 * (kMaxUnmapDescriptors + 1), 0);
-    const size_t length = 16 * (kMaxUnmapDescriptors + 1);
-    many[0] = uint8_t((length + 6) >> 8), many[1] = uint8_t(length + 6);
-    many[2] = uint8_t(length >> 8), many[3] = uint8_t(length);
-    EXPECT_EQ(parse_list(many, kLun).error(), sense::kInvalidFieldInParameterList);
 }
 
 }  // namespace

@@ -16,16 +16,21 @@ namespace mvmm::devices::virtio::scsi {
 // LUN numbers 0 to 16383: single-level flat space addressing, the range Linux's virtio_scsi
 // driver reaches.
 inline constexpr uint16_t kMaxLun = 16383;
+// Targets 0 to 255 (QEMU's scsi-id), each with its own LUNs.
+inline constexpr uint16_t kMaxTarget = 255;
 inline constexpr uint16_t kMaxRequestQueues = 64;
 // VPD 80h's serial and the T10 designator after "MVMM    ": as long as QEMU's scsi-disk allows.
 inline constexpr size_t kMaxSerialBytes = 36;
 
 struct LunConfig {
     std::string path;
-    uint16_t lun = 0;  // at most kMaxLun, unique on its controller
+    uint16_t lun = 0;  // at most kMaxLun, unique on its target
     bool read_only = false;
     std::string serial;  // printable ASCII, 1 to kMaxSerialBytes: the LUN's names come from it
-    block::ImageOptions image;  // format=
+    uint8_t target = 0;
+    uint32_t logical_block_size = 512;  // 512 or 4096; the image size is a multiple of it
+    uint32_t physical_block_size = 0;   // 0: the logical size; else a power of two >= it
+    block::ImageOptions image{};        // format=
 };
 
 struct ControllerConfig {

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstring>
-#include <mutex>
 
 #include "devices/virtio/scsi/request.h"
 
@@ -20,29 +19,11 @@ std::span<uint8_t> bytes_of(T& value) {
 // virtio 1.2, 5.6.6.2: FUNCTION COMPLETE is 0, like OK (older uapi headers lack the name).
 constexpr uint8_t kFunctionComplete = VIRTIO_SCSI_S_OK;
 
-// What a task management function answers once no command is in flight.
-uint8_t tmf_response(uint32_t subtype, bool target_exists, bool lun_exists) {
-    if (!target_exists) return VIRTIO_SCSI_S_BAD_TARGET;
-    switch (subtype) {
-        case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-            return kFunctionComplete;  // the target's, not a LUN's
-        case VIRTIO_SCSI_T_TMF_ABORT_TASK:
-        case VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
-        case VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
-        case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
-        case VIRTIO_SCSI_T_TMF_QUERY_TASK:  // complete: the task is not in the task set
-        case VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
-            return lun_exists ? kFunctionComplete : VIRTIO_SCSI_S_INCORRECT_LUN;
-        default:  // CLEAR ACA (no ACA here) and unknown functions
-            return VIRTIO_SCSI_S_FUNCTION_REJECTED;
-    }
-}
-
 }  // namespace
 
-ControlHandler::ControlHandler(const Target& target, std::shared_mutex& in_flight,
+ControlHandler::ControlHandler(const Targets& targets, TaskSet& tasks,
                                std::atomic<uint64_t>& bad_requests)
-    : target_(target), in_flight_(in_flight), bad_requests_(bad_requests) {}
+    : targets_(targets), tasks_(tasks), bad_requests_(bad_requests) {}
 
 uint32_t ControlHandler::handle(const DescriptorChain& chain) {
     uint32_t type = 0;
@@ -67,14 +48,53 @@ uint32_t ControlHandler::task_management(const DescriptorChain& chain) {
     ++tmfs_;
     std::array<uint8_t, 8> address;
     std::memcpy(address.data(), request.lun, address.size());  // out of the packed struct
-    const auto lun = lun_number(address);
-    { std::unique_lock wait_for_commands(in_flight_); }
     const uint32_t subtype = request.subtype;
-    response.response = tmf_response(subtype, lun.has_value(), lun && target_.find(*lun));
-    spdlog::debug("virtio-scsi: task management function {} on LUN {}: response {}", subtype,
-                  lun ? int(*lun) : -1, int(response.response));
+    const auto lun = lun_address(address);
+    response.response = carry_out(subtype, lun, request.tag);
+    spdlog::debug("virtio-scsi: task management function {} on target {} LUN {}: response {}",
+                  subtype, lun ? int(lun->target) : -1, lun ? int(lun->lun) : -1,
+                  int(response.response));
     chain.writable.copy_from(0, bytes_of(response));
     return sizeof response;
+}
+
+// What a task management function does, and answers once the commands queued before it are
+// complete.
+uint8_t ControlHandler::carry_out(uint32_t subtype, const std::optional<LunAddress>& lun,
+                                  uint64_t tag) {
+    Target* target = lun ? find_target(targets_, lun->target) : nullptr;
+    if (!target) return VIRTIO_SCSI_S_BAD_TARGET;
+    const TaskScope task{TaskScope::Task, lun->target, lun->lun, tag};
+    const TaskScope unit{TaskScope::LogicalUnit, lun->target, lun->lun, 0};
+    if (subtype == VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {  // the target's, not a LUN's
+        tasks_.apply({TaskScope::Target, lun->target, 0, 0}, TaskAction::Reset);
+        target->reset();
+        return kFunctionComplete;
+    }
+    Lun* disk = target->find(lun->lun);
+    const bool known =
+        subtype <= VIRTIO_SCSI_T_TMF_QUERY_TASK_SET && subtype != VIRTIO_SCSI_T_TMF_CLEAR_ACA;
+    if (!known) return VIRTIO_SCSI_S_FUNCTION_REJECTED;  // CLEAR ACA (no ACA here), unknown
+    if (!disk) return VIRTIO_SCSI_S_INCORRECT_LUN;
+    switch (subtype) {
+        case VIRTIO_SCSI_T_TMF_ABORT_TASK:
+            tasks_.apply(task, TaskAction::Abort);
+            return kFunctionComplete;
+        case VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
+        case VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
+            tasks_.apply(unit, TaskAction::Abort);
+            return kFunctionComplete;
+        case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
+            tasks_.apply(unit, TaskAction::Reset);
+            disk->reset();
+            return kFunctionComplete;
+        case VIRTIO_SCSI_T_TMF_QUERY_TASK:
+            return tasks_.apply(task, TaskAction::Run) ? VIRTIO_SCSI_S_FUNCTION_SUCCEEDED
+                                                       : kFunctionComplete;
+        default:  // QUERY TASK SET
+            return tasks_.apply(unit, TaskAction::Run) ? VIRTIO_SCSI_S_FUNCTION_SUCCEEDED
+                                                       : kFunctionComplete;
+    }
 }
 
 uint32_t ControlHandler::async_notification(const DescriptorChain& chain) {

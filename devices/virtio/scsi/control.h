@@ -1,25 +1,38 @@
 // The control queue (virtio 1.2, 5.6.6.2): task management functions and asynchronous
-// notification queries.  Commands run to completion on their I/O thread, so there is never a
-// task to abort: a TMF waits for the commands in flight on every request queue (the spec
-// wants them complete when the TMF completes) and reports FUNCTION COMPLETE.  No asynchronous
-// notification is supported: queries and subscriptions get an empty event mask.
+// notification queries.  A TMF is applied to the commands queued on the request queues
+// (task_set.h): ABORT TASK, ABORT TASK SET and CLEAR TASK SET answer the commands they cover
+// ABORTED, LOGICAL UNIT RESET and I_T NEXUS RESET answer them RESET and reset the LUNs (a unit
+// attention each), QUERY TASK and QUERY TASK SET report whether such a command was queued; the
+// TMF completes after every command queued before it.  No asynchronous notification is
+// supported: queries and subscriptions get an empty event mask.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <shared_mutex>
+#include <memory>
+#include <optional>
+#include <vector>
 
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/scsi/request.h"
 #include "devices/virtio/scsi/target.h"
+#include "devices/virtio/scsi/task_set.h"
 
 namespace mvmm::devices::virtio::scsi {
 
+// The controller's targets, indexed by target number (null: no such target).
+using Targets = std::vector<std::unique_ptr<Target>>;
+
+// The target `number` of `targets`, or nullptr.
+inline Target* find_target(const Targets& targets, uint8_t number) {
+    return number < targets.size() ? targets[number].get() : nullptr;
+}
+
 class ControlHandler final : public RequestHandler {
   public:
-    // `in_flight` is held shared by every command that runs; `target`, `in_flight` and
-    // `bad_requests` must outlive the handler.
-    ControlHandler(const Target& target, std::shared_mutex& in_flight,
-                   std::atomic<uint64_t>& bad_requests);
+    // `targets`, `tasks` and `bad_requests` must outlive the handler.  It blocks its thread
+    // while a TMF waits for the request queues: give the control queue a thread of its own.
+    ControlHandler(const Targets& targets, TaskSet& tasks, std::atomic<uint64_t>& bad_requests);
 
     uint32_t handle(const DescriptorChain& chain) override;
 
@@ -27,11 +40,12 @@ class ControlHandler final : public RequestHandler {
 
   private:
     uint32_t task_management(const DescriptorChain& chain);
+    uint8_t carry_out(uint32_t subtype, const std::optional<LunAddress>& lun, uint64_t tag);
     uint32_t async_notification(const DescriptorChain& chain);
     uint32_t bad_request();
 
-    const Target& target_;
-    std::shared_mutex& in_flight_;
+    const Targets& targets_;
+    TaskSet& tasks_;
     std::atomic<uint64_t>& bad_requests_;
     std::atomic<uint64_t> tmfs_{0};
 };

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 
 namespace mvmm::devices::virtio::scsi {
@@ -30,27 +29,55 @@ uint32_t residual(const CommandRequest& request, uint64_t transferred) {
     return static_cast<uint32_t>(size - std::min(size, transferred));  // chains are < 4 GiB
 }
 
+// Groups the LUNs by target: a Target each, indexed by its number.
+Targets make_targets(const std::vector<LunConfig>& luns) {
+    std::vector<std::vector<LunConfig>> by_target;
+    for (const LunConfig& lun : luns) {
+        if (lun.target >= by_target.size()) by_target.resize(lun.target + 1u);
+        by_target[lun.target].push_back(lun);
+    }
+    Targets targets(by_target.size());
+    for (size_t i = 0; i < by_target.size(); ++i) {
+        if (!by_target[i].empty()) targets[i] = std::make_unique<Target>(by_target[i]);
+    }
+    return targets;
+}
+
 }  // namespace
 
 uint32_t ScsiController::Commands::handle(const DescriptorChain& chain) {
+    const uint32_t written = run(chain);
+    tasks_.handled(queue_);  // after the response, before the worker pushes the used entry
+    return written;
+}
+
+uint32_t ScsiController::Commands::run(const DescriptorChain& chain) {
     auto request = parse_command(chain, layout);
     if (!request) {
         ++counters_.bad_requests;
         spdlog::debug("virtio-scsi: bad request: {}", to_string(request.error()));
         return write_failure(chain);
     }
-    const auto lun = lun_number(request->lun);
-    if (!lun) {
+    const auto address = lun_address(request->lun);
+    Target* target = address ? find_target(targets_, address->target) : nullptr;
+    if (!target) {
         ++counters_.bad_targets;
         return write_response(*request, layout,
                               {.response = VIRTIO_SCSI_S_BAD_TARGET, .sense = {}, .residual = 0},
                               0);
     }
-    TargetOutcome result;
-    {
-        std::shared_lock running(in_flight_);
-        result = target_.execute(*lun, request->cdb(), request->data_out, request->data_in);
+    if (const auto action = tasks_.admit(queue_, address->target, address->lun, request->tag);
+        action != TaskAction::Run) {
+        ++counters_.aborted;
+        const CommandResponse cancelled{
+            .response =
+                uint8_t(action == TaskAction::Reset ? VIRTIO_SCSI_S_RESET : VIRTIO_SCSI_S_ABORTED),
+            .sense = {},
+            .residual = residual(*request, 0)};
+        return write_response(*request, layout, cancelled, 0);
     }
+    const TargetOutcome result =
+        target->execute(address->lun, request->cdb(), request->data_out, request->data_in);
     if (result.delivery == Delivery::Overrun) {
         ++counters_.overruns;
         const CommandResponse overrun{
@@ -69,12 +96,42 @@ uint32_t ScsiController::Commands::handle(const DescriptorChain& chain) {
 ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_context& io)
     : request_queues_(checked_queues(config.request_queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-scsi")),
-      target_(config.luns),
-      commands_(target_, in_flight_, counters_),
-      control_(target_, in_flight_, counters_.bad_requests),
+      targets_(make_targets(config.luns)),
+      max_target_(static_cast<uint8_t>(targets_.empty() ? 0 : targets_.size() - 1)),
+      tasks_(request_queues_),
+      control_(targets_, tasks_, counters_.bad_requests),
       cdb_size_(VIRTIO_SCSI_CDB_DEFAULT_SIZE),
       sense_size_(VIRTIO_SCSI_SENSE_DEFAULT_SIZE),
-      workers_(io, "virtio-scsi " + config.id, counters_, config.request_alloc) {}
+      workers_(io, "virtio-scsi " + config.id, counters_, config.request_alloc),
+      control_work_(control_io_.get_executor()),
+      control_thread_([this] { control_io_.run(); }),
+      control_workers_(control_io_, "virtio-scsi " + config.id + " control", control_counters_,
+                       config.request_alloc) {
+    for (uint16_t i = 0; i < request_queues_; ++i)
+        commands_.push_back(std::make_unique<Commands>(i, targets_, tasks_, counters_));
+}
+
+ScsiController::~ScsiController() {
+    stop_queues();
+    control_work_.reset();
+    control_io_.stop();
+}
+
+void ScsiController::stop_queues() {
+    // The request queues first: a TMF waiting for them is woken when they have stopped.
+    workers_.stop();
+    tasks_.stop();
+    control_workers_.stop();
+}
+
+uint64_t ScsiController::reread_capacity(uint8_t target_number, uint16_t lun_number) {
+    Target* found = target(target_number);
+    Lun* lun = found ? found->find(lun_number) : nullptr;
+    if (!lun)
+        throw std::invalid_argument("virtio-scsi: no LUN " + std::to_string(lun_number) +
+                                    " on target " + std::to_string(target_number));
+    return lun->reread_capacity();
+}
 
 uint64_t ScsiController::features() const {
     // No HOTPLUG or CHANGE: the LUNs are fixed, so the event queue stays quiet.
@@ -91,8 +148,9 @@ std::vector<uint8_t> ScsiController::config_space() const {
     config.sense_size = sense_size_.load();
     config.cdb_size = cdb_size_.load();
     config.max_channel = 0;
-    // One target: Linux finds every LUN with one REPORT LUNS instead of probing 256 targets.
-    config.max_target = 0;
+    // Up to the highest target given: Linux scans each target below it, and finds every LUN
+    // of one with a REPORT LUNS.
+    config.max_target = max_target_;
     config.max_lun = kMaxLun;
     const auto* bytes = reinterpret_cast<const uint8_t*>(&config);
     return {bytes, bytes + sizeof config};
@@ -118,19 +176,37 @@ void ScsiController::write_config(uint64_t offset, std::span<const uint8_t> data
 }
 
 bool ScsiController::activate(ActivateContext context) {
-    workers_.stop();
-    commands_.layout = {.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
-    const auto handler_for = [this](uint16_t i) -> RequestHandler* {
-        if (i == kControlQueue) return &control_;
-        if (i == kEventQueue) return nullptr;  // no events: the driver's buffers wait here
-        return &commands_;
+    stop_queues();
+    const Layout layout{.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
+    for (auto& commands : commands_) commands->layout = layout;
+    const auto request_rings =
+        std::span(context.queues)
+            .subspan(std::min<size_t>(context.queues.size(), kFirstRequestQueue));
+    if (!tasks_.activate(context.memory, request_rings)) {
+        spdlog::error("virtio-scsi: a request queue's ring is outside guest RAM");
+        return false;
+    }
+    const auto request_handler = [this](uint16_t i) -> RequestHandler* {
+        if (i < kFirstRequestQueue) return nullptr;      // the control queue has its own thread;
+        return commands_[i - kFirstRequestQueue].get();  // the event queue sends no events
     };
-    return workers_.start(context, num_queues(), queue_size_, handler_for);
+    const auto control_handler = [this](uint16_t i) -> RequestHandler* {
+        return i == kControlQueue ? &control_ : nullptr;
+    };
+    if (!workers_.start(context, num_queues(), queue_size_, request_handler)) return false;
+    if (control_workers_.start(context, num_queues(), queue_size_, control_handler)) return true;
+    workers_.stop();
+    return false;
 }
 
 void ScsiController::reset() {
-    workers_.stop();
+    stop_queues();
+    // Like a bus reset: every LUN reports it to the guest's next command.
+    for (const auto& target : targets_) {
+        if (target) target->reset();
+    }
     counters_.needs_reset.store(false);
+    control_counters_.needs_reset.store(false);
     // virtio 1.2, 5.6.4: a reset restores sense_size and cdb_size to their defaults.
     cdb_size_.store(VIRTIO_SCSI_CDB_DEFAULT_SIZE);
     sense_size_.store(VIRTIO_SCSI_SENSE_DEFAULT_SIZE);

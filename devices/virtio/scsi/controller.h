@@ -1,26 +1,29 @@
-// A virtio-scsi controller (virtio 1.2, 5.6): one target whose LUNs are raw images, a control
-// queue, an event queue and N request queues.  The request queues run on the I/O threads
-// through the shared queue workers (../queue_worker.h), as virtio-blk's do; each command is
-// framed (request.h), addressed, parsed (cdb.h) and run on its LUN (target.h) before its
-// response goes back.  See README.md.
+// A virtio-scsi controller (virtio 1.2, 5.6): up to 256 targets whose LUNs are disk images, a
+// control queue, an event queue and N request queues.  The request queues run on the I/O
+// threads through the shared queue workers (../queue_worker.h), as virtio-blk's do; each
+// command is framed (request.h), addressed, checked against the task management function in
+// progress (task_set.h), parsed (cdb.h) and run on its LUN (target.h) before its response goes
+// back.  The control queue runs on a thread of the controller's own, since a TMF waits there
+// for the request queues.  See README.md.
 #pragma once
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <cstdint>
-#include <shared_mutex>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "devices/virtio/device.h"
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/control.h"
 #include "devices/virtio/scsi/request.h"
 #include "devices/virtio/scsi/target.h"
-
-namespace boost::asio {
-class io_context;
-}
+#include "devices/virtio/scsi/task_set.h"
+#include "devices/virtio/virtio_device.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -30,15 +33,18 @@ struct ScsiCounters : QueueCounters {
     std::atomic<uint64_t> bad_targets{0};       // another target: VIRTIO_SCSI_S_BAD_TARGET
     std::atomic<uint64_t> overruns{0};          // buffers that do not fit the CDB
     std::atomic<uint64_t> check_conditions{0};  // commands that failed with sense
+    std::atomic<uint64_t> aborted{0};  // commands a TMF answered ABORTED or RESET before they ran
 };
 
 class ScsiController final : public Device {
   public:
     static constexpr uint16_t kControlQueue = 0, kEventQueue = 1, kFirstRequestQueue = 2;
 
-    // Opens every LUN (Target); throws std::runtime_error or std::invalid_argument for the
+    // Opens every LUN (Target); throws block::ImageError or std::invalid_argument for the
     // user.  `io` must outlive the controller.
     ScsiController(const ControllerConfig& config, boost::asio::io_context& io);
+    // Stops the queues, a TMF waiting for them first, and the control queue's thread.
+    ~ScsiController() override;
 
     uint32_t device_id() const override { return 8; }
     uint64_t features() const override;
@@ -50,39 +56,62 @@ class ScsiController final : public Device {
     bool activate(ActivateContext context) override;
     // Waits for the commands in flight (QueueWorkers::stop); never from an I/O thread.
     void reset() override;
-    bool needs_reset() const override { return counters_.needs_reset.load(); }
+    bool needs_reset() const override {
+        return counters_.needs_reset.load() || control_counters_.needs_reset.load();
+    }
 
     const ScsiCounters& counters() const noexcept { return counters_; }
-    const Target& target() const noexcept { return target_; }
+    // Whether a task management function is waiting for the request queues.
+    bool task_function_waiting() const noexcept { return tasks_.applying(); }
+    // The target `number`, or nullptr.
+    Target* target(uint8_t number) const noexcept { return find_target(targets_, number); }
+
+    // Re-reads the image size of the LUN at `target`/`lun` (after the host resized it) and,
+    // when it changed, reports CAPACITY DATA HAS CHANGED to the guest's next command there.
+    // Returns the new size in bytes; throws std::invalid_argument for a LUN that does not
+    // exist and std::runtime_error for an image that no longer holds whole blocks.
+    uint64_t reread_capacity(uint8_t target, uint16_t lun);
 
   private:
-    // The request queues' handler: framing, addressing, the target, the response.
+    // One request queue's handler: framing, addressing, the TMF in progress, the target, the
+    // response.
     class Commands final : public RequestHandler {
       public:
-        Commands(Target& target, std::shared_mutex& in_flight, ScsiCounters& counters)
-            : target_(target), in_flight_(in_flight), counters_(counters) {}
+        Commands(uint16_t queue, const Targets& targets, TaskSet& tasks, ScsiCounters& counters)
+            : queue_(queue), targets_(targets), tasks_(tasks), counters_(counters) {}
         uint32_t handle(const DescriptorChain& chain) override;
 
         Layout layout;  // set by activate() while no worker runs
 
       private:
-        Target& target_;
-        std::shared_mutex& in_flight_;
+        uint32_t run(const DescriptorChain& chain);
+
+        const uint16_t queue_;  // 0 for the first request queue
+        const Targets& targets_;
+        TaskSet& tasks_;
         ScsiCounters& counters_;
     };
 
     std::vector<uint8_t> config_space() const;
+    void stop_queues();
 
     const uint16_t request_queues_;
     const uint16_t queue_size_;
     ScsiCounters counters_;
-    std::shared_mutex in_flight_;  // shared by each command while it runs, taken by TMFs
-    Target target_;
-    Commands commands_;
+    QueueCounters control_counters_;
+    Targets targets_;
+    uint8_t max_target_ = 0;
+    TaskSet tasks_;
+    std::vector<std::unique_ptr<Commands>> commands_;
     ControlHandler control_;
     std::atomic<uint32_t> cdb_size_;
     std::atomic<uint32_t> sense_size_;
     QueueWorkers workers_;
+    // The control queue's own thread, its io_context and its worker.
+    boost::asio::io_context control_io_;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> control_work_;
+    std::jthread control_thread_;
+    QueueWorkers control_workers_;
 };
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <linux/virtio_scsi.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <cstring>
@@ -11,10 +12,10 @@
 #include <memory>
 #include <thread>
 
-#include "devices/virtio/scsi/big_endian.h"
-#include "devices/virtio/test_driver.h"
 #include "devices/block/temp_image.h"
+#include "devices/virtio/scsi/big_endian.h"
 #include "devices/virtio/test_io.h"
+#include "devices/virtio/test_queue_driver.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -38,14 +39,16 @@ class ControllerTest : public ::testing::Test {
   protected:
     // Every queue's ring has `ring_size` entries.
     void make(uint16_t request_queues = 1, SlotSource request_alloc = SlotSource::pool,
-              uint16_t queue_size = kDefaultQueueSize, uint16_t ring_size = 16) {
+              uint16_t queue_size = kDefaultQueueSize, uint16_t ring_size = 16,
+              bool second_target = false) {
         ControllerConfig config{.id = "c0",
                                 .request_queues = request_queues,
                                 .queue_size = queue_size,
                                 .luns = {},
                                 .request_alloc = request_alloc};
-        config.luns.push_back({disk.path(), 0, false, "disk-0", {}});
-        config.luns.push_back({disk2.path(), 3, true, "disk-3", {}});
+        config.luns.push_back({disk.path(), 0, false, "disk-0"});
+        config.luns.push_back({disk2.path(), 3, true, "disk-3"});
+        if (second_target) config.luns.push_back({disk3.path(), 3, false, "disk-1-3", 1});
         controller.reset();  // it holds the images' locks
         controller = std::make_unique<ScsiController>(config, io);
         drivers.clear();
@@ -61,7 +64,16 @@ class ControllerTest : public ::testing::Test {
             context.queues.push_back(drivers[i]->config());
             context.kicks.push_back(&kicks[i]);
         }
-        return controller->activate(std::move(context));
+        if (!controller->activate(std::move(context))) return false;
+        // The LUNs were just switched on: REQUEST SENSE takes each one's unit attention, so
+        // that the tests' commands run.
+        base.assign(drivers.size(), 0);
+        if (drivers.size() > 2) {
+            for (uint16_t lun : {0, 3}) send(address(lun), {0x03, 0, 0, 0, 18, 0}, {}, 18);
+            wait_used(2);
+            base[2] = 2;
+        }
+        return true;
     }
     void SetUp() override {
         make();
@@ -69,10 +81,13 @@ class ControllerTest : public ::testing::Test {
     }
 
     // A command on request queue `queue`: header, data-out; response, data-in.
+    // With `kick` false the command waits in the ring until the next kick.
     Sent send(std::array<uint8_t, 8> lun, std::initializer_list<uint8_t> cdb,
-              std::span<const uint8_t> out = {}, uint32_t in = 0, size_t queue = 2) {
+              std::span<const uint8_t> out = {}, uint32_t in = 0, size_t queue = 2,
+              uint64_t tag = 0, bool kick = true) {
         virtio_scsi_cmd_req header{};
         std::memcpy(header.lun, lun.data(), 8);
+        header.tag = tag;
         std::copy(cdb.begin(), cdb.end(), header.cdb);
         const GuestAddr request = guest.alloc(sizeof header);
         guest.write(request, std::span(reinterpret_cast<const uint8_t*>(&header), sizeof header));
@@ -89,12 +104,41 @@ class ControllerTest : public ::testing::Test {
             chain.push_back({sent.data, in, true});
         }
         drivers[queue]->add_chain(chain);
-        kicks[queue].signal();
+        if (kick) kicks[queue].signal();
         return sent;
     }
+    // `count` chains used on `queue` since activate() took the unit attentions.
     void wait_used(uint16_t count, size_t queue = 2) {
-        ASSERT_TRUE(vt::eventually([&] { return drivers[queue]->used_idx() == count; }))
+        const uint16_t expected = base.empty() ? count : uint16_t(base[queue] + count);
+        ASSERT_TRUE(vt::eventually([&] { return drivers[queue]->used_idx() == expected; }))
             << "queue " << queue << " used " << drivers[queue]->used_idx();
+    }
+    // Until the control queue's TMF waits for the request queues: commands kicked after this
+    // were queued before it.
+    void wait_for_tmf() {
+        ASSERT_TRUE(vt::eventually([&] { return controller->task_function_waiting(); }));
+    }
+    uint16_t used_since_activation(size_t queue) const {
+        return uint16_t(drivers[queue]->used_idx() - base[queue]);
+    }
+    // A task management function on the control queue; its response's address.
+    GuestAddr tmf(uint32_t subtype, std::array<uint8_t, 8> lun, uint64_t tag = 0) {
+        virtio_scsi_ctrl_tmf_req request{};
+        request.type = VIRTIO_SCSI_T_TMF;
+        request.subtype = subtype;
+        std::memcpy(request.lun, lun.data(), 8);
+        request.tag = tag;
+        return control(request, sizeof(virtio_scsi_ctrl_tmf_resp));
+    }
+    template <class Request>
+    GuestAddr control(const Request& request, size_t response_size) {
+        const GuestAddr in = guest.alloc(sizeof request), out = guest.alloc(response_size);
+        guest.write(in, std::span(reinterpret_cast<const uint8_t*>(&request), sizeof request));
+        const vt::TestDriver::Buffer chain[] = {{in, uint32_t(sizeof request), false},
+                                                {out, uint32_t(response_size), true}};
+        drivers[0]->add_chain(chain);
+        kicks[0].signal();
+        return out;
     }
     virtio_scsi_cmd_resp response_of(const Sent& sent) const {
         virtio_scsi_cmd_resp response{};
@@ -106,12 +150,14 @@ class ControllerTest : public ::testing::Test {
     vt::TestGuest guest{1 << 20};
     bt::TempImage disk{64 * 512, 0xaa};
     bt::TempImage disk2{8 * 512, 0xbb};
+    bt::TempImage disk3{16 * 512, 0xcc};
     boost::asio::io_context io;
     vt::IoThread io_thread{io};
     vt::FakeInterrupt interrupt;
     std::unique_ptr<ScsiController> controller;
     std::vector<std::unique_ptr<vt::TestDriver>> drivers;
     std::deque<EventFd> kicks;
+    std::vector<uint16_t> base;  // per queue: the chains activate() used
 };
 
 TEST_F(ControllerTest, ConfigSpaceSaysOneTargetManyLuns) {
@@ -156,7 +202,7 @@ TEST_F(ControllerTest, WritesAndReadsThroughTheRequestQueue) {
     wait_used(2);
     EXPECT_EQ(response_of(read).resid, 512u) << "1024 of 1536 bytes moved";
     EXPECT_EQ(guest.read(read.data, 1024), data);
-    EXPECT_EQ(drivers[2]->used(1).len, sizeof(virtio_scsi_cmd_resp) + 1024);
+    EXPECT_EQ(drivers[2]->used(base[2] + 1).len, sizeof(virtio_scsi_cmd_resp) + 1024);
     EXPECT_GE(interrupt.queue_notifications.load(), 1);
 }
 
@@ -201,40 +247,129 @@ TEST_F(ControllerTest, ABadlyFramedRequestFailsAloneAndTheQueueGoesOn) {
     EXPECT_EQ(controller->counters().bad_requests.load(), 1u);
 }
 
-// The control queue: a TMF waits for the commands in flight, then completes.
+// The control queue: what each task management function answers.
 TEST_F(ControllerTest, TaskManagementAndNotificationQueriesAreAnswered) {
-    auto control = [&](auto request, size_t response_size) {
-        const GuestAddr in = guest.alloc(sizeof request), out = guest.alloc(response_size);
-        guest.write(in, std::span(reinterpret_cast<const uint8_t*>(&request), sizeof request));
-        const vt::TestDriver::Buffer chain[] = {{in, uint32_t(sizeof request), false},
-                                                {out, uint32_t(response_size), true}};
-        drivers[0]->add_chain(chain);
-        kicks[0].signal();
-        return out;
-    };
-    auto tmf = [&](uint32_t subtype, std::array<uint8_t, 8> lun) {
-        virtio_scsi_ctrl_tmf_req request{};
-        request.type = VIRTIO_SCSI_T_TMF;
-        request.subtype = subtype;
-        std::memcpy(request.lun, lun.data(), 8);
-        return control(request, 1);
-    };
     const GuestAddr reset = tmf(VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, address(0));
     const GuestAddr abort_missing = tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK, address(9));
     const GuestAddr bad_target = tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK, address(0, 2));
     const GuestAddr aca = tmf(VIRTIO_SCSI_T_TMF_CLEAR_ACA, address(0));
-    virtio_scsi_ctrl_an_req query{};
-    query.type = VIRTIO_SCSI_T_AN_QUERY;
-    query.event_requested = 0xff;
-    const GuestAddr an = control(query, sizeof(virtio_scsi_ctrl_an_resp));
-    wait_used(5, 0);
+    const GuestAddr query = tmf(VIRTIO_SCSI_T_TMF_QUERY_TASK_SET, address(0));
+    const GuestAddr nexus = tmf(VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, address(3));
+    virtio_scsi_ctrl_an_req notification{};
+    notification.type = VIRTIO_SCSI_T_AN_QUERY;
+    notification.event_requested = 0xff;
+    const GuestAddr an = control(notification, sizeof(virtio_scsi_ctrl_an_resp));
+    wait_used(7, 0);
     EXPECT_EQ(guest.read(reset, 1)[0], VIRTIO_SCSI_S_OK) << "FUNCTION COMPLETE";
     EXPECT_EQ(guest.read(abort_missing, 1)[0], VIRTIO_SCSI_S_INCORRECT_LUN);
     EXPECT_EQ(guest.read(bad_target, 1)[0], VIRTIO_SCSI_S_BAD_TARGET);
     EXPECT_EQ(guest.read(aca, 1)[0], VIRTIO_SCSI_S_FUNCTION_REJECTED);
+    EXPECT_EQ(guest.read(query, 1)[0], VIRTIO_SCSI_S_OK) << "no task queued: COMPLETE";
+    EXPECT_EQ(guest.read(nexus, 1)[0], VIRTIO_SCSI_S_OK);
     const auto an_response = guest.read(an, 5);
     EXPECT_EQ(load_be(an_response, 0, 4), 0u) << "no events supported";
     EXPECT_EQ(an_response[4], VIRTIO_SCSI_S_OK);
+}
+
+// A LUN reset answers the commands of that LUN still in the ring RESET, without running them,
+// and completes only after every command queued before it is back with the driver.
+TEST_F(ControllerTest, ALunResetCancelsTheQueuedCommandsOfItsLunBeforeItCompletes) {
+    const auto data = std::vector<uint8_t>(512, 0x5a);
+    const auto write = send(address(0), {0x2a, 0, 0, 0, 0, 1, 0, 0, 1, 0}, data, 0, 2, 1, false);
+    const auto read = send(address(0), {0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0}, {}, 512, 2, 2, false);
+    const auto other = send(address(3), {0x00}, {}, 0, 2, 3, false);
+    const GuestAddr reset = tmf(VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, address(0));
+    wait_for_tmf();
+    EXPECT_EQ(drivers[0]->used_idx(), 0) << "the TMF waits for the commands queued before it";
+    kicks[2].signal();  // the request queue runs them now
+    wait_used(1, 0);
+    EXPECT_EQ(used_since_activation(2), 3) << "every command queued before the TMF is back";
+    EXPECT_EQ(guest.read(reset, 1)[0], VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(response_of(write).response, VIRTIO_SCSI_S_RESET);
+    EXPECT_EQ(response_of(write).resid, 512u) << "nothing moved";
+    EXPECT_EQ(response_of(read).response, VIRTIO_SCSI_S_RESET);
+    EXPECT_EQ(response_of(other).response, VIRTIO_SCSI_S_OK) << "another LUN's command ran";
+    EXPECT_EQ(disk.read(512, 512), std::vector<uint8_t>(512, 0xaa)) << "the write never ran";
+    EXPECT_EQ(controller->counters().aborted.load(), 2u);
+
+    const auto after = send(address(0), {0x00});
+    const auto again = send(address(0), {0x00});
+    wait_used(5);
+    EXPECT_EQ(response_of(after).sense[12], 0x29) << "POWER ON, RESET, OR BUS DEVICE RESET";
+    EXPECT_EQ(response_of(again).status, 0) << "once";
+}
+
+TEST_F(ControllerTest, AbortTaskCancelsOneTaskAndQueryTaskTellsTheTruth) {
+    const auto first = send(address(0), {0x00}, {}, 0, 2, 10, false);
+    const auto aborted = send(address(0), {0x00}, {}, 0, 2, 11, false);
+    const auto queried = send(address(0), {0x00}, {}, 0, 2, 12, false);
+    const GuestAddr abort = tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK, address(0), 11);
+    wait_for_tmf();
+    kicks[2].signal();
+    wait_used(1, 0);
+    EXPECT_EQ(used_since_activation(2), 3);
+    EXPECT_EQ(guest.read(abort, 1)[0], VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(response_of(first).response, VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(response_of(aborted).response, VIRTIO_SCSI_S_ABORTED);
+    EXPECT_EQ(response_of(queried).response, VIRTIO_SCSI_S_OK);
+
+    send(address(0), {0x00}, {}, 0, 2, 20, false);
+    const GuestAddr present = tmf(VIRTIO_SCSI_T_TMF_QUERY_TASK, address(0), 20);
+    wait_for_tmf();
+    kicks[2].signal();
+    wait_used(1 + 1, 0);
+    EXPECT_EQ(guest.read(present, 1)[0], VIRTIO_SCSI_S_FUNCTION_SUCCEEDED) << "it was queued";
+    const GuestAddr gone = tmf(VIRTIO_SCSI_T_TMF_QUERY_TASK, address(0), 20);
+    wait_used(3, 0);
+    EXPECT_EQ(guest.read(gone, 1)[0], VIRTIO_SCSI_S_OK) << "complete: no such task any more";
+    EXPECT_EQ(used_since_activation(2), 4);
+}
+
+TEST_F(ControllerTest, AResetWakesATmfWaitingForAQueueThatIsNeverKicked) {
+    send(address(0), {0x00}, {}, 0, 2, 1, false);
+    tmf(VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, address(0));
+    wait_for_tmf();
+    controller->reset();  // returns: the TMF stopped waiting
+    EXPECT_FALSE(controller->needs_reset());
+}
+
+TEST_F(ControllerTest, TargetsHaveTheirOwnLuns) {
+    make(1, SlotSource::pool, kDefaultQueueSize, 16, true);
+    ASSERT_TRUE(activate());
+    virtio_scsi_config config{};
+    controller->read_config(0, std::span(reinterpret_cast<uint8_t*>(&config), sizeof config));
+    EXPECT_EQ(config.max_target, 1) << "the highest target given";
+    const auto take_attention = send(address(3, 1), {0x00});
+    const auto report = send(address(0, 1), {0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}, {}, 256);
+    const auto read = send(address(3, 1), {0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0}, {}, 512);
+    const auto absent = send(address(0, 2), {0x00});
+    wait_used(4);
+    EXPECT_EQ(response_of(take_attention).sense[12], 0x29);
+    EXPECT_EQ(load_be(guest.read(report.data, 4), 0, 4), 8u) << "target 1 has one LUN";
+    EXPECT_EQ(guest.read(report.data, 24)[9], 3);
+    EXPECT_EQ(guest.read(read.data, 512), std::vector<uint8_t>(512, 0xcc));
+    EXPECT_EQ(response_of(absent).response, VIRTIO_SCSI_S_BAD_TARGET);
+    const GuestAddr nexus = tmf(VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, address(0, 1));
+    wait_used(1, 0);
+    EXPECT_EQ(guest.read(nexus, 1)[0], VIRTIO_SCSI_S_OK);
+    const auto after_nexus = send(address(3, 1), {0x00});
+    const auto target0 = send(address(0), {0x00});
+    wait_used(6);
+    EXPECT_EQ(response_of(after_nexus).sense[12], 0x29) << "the target's LUNs were reset";
+    EXPECT_EQ(response_of(target0).status, 0) << "target 0's were not";
+}
+
+TEST_F(ControllerTest, AGrownImageIsReportedAsACapacityChange) {
+    ASSERT_EQ(::truncate(disk.path().c_str(), 128 * 512), 0);
+    EXPECT_EQ(controller->reread_capacity(0, 0), 128u * 512);
+    EXPECT_THROW(controller->reread_capacity(1, 0), std::invalid_argument);
+    const auto attention = send(address(0), {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {}, 8);
+    const auto capacity = send(address(0), {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {}, 8);
+    wait_used(2);
+    EXPECT_EQ(response_of(attention).sense[2], 0x06) << "UNIT ATTENTION";
+    EXPECT_EQ(response_of(attention).sense[12], 0x2a);
+    EXPECT_EQ(response_of(attention).sense[13], 0x09) << "CAPACITY DATA HAS CHANGED";
+    EXPECT_EQ(load_be(guest.read(capacity.data, 4), 0, 4), 127u);
 }
 
 TEST_F(ControllerTest, EventBuffersStayWithTheDevice) {

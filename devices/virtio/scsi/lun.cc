@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <stdexcept>
 
 namespace mvmm::devices::virtio::scsi {
@@ -14,19 +15,31 @@ Sense write_sense(const std::error_code& error) {
                                                   : sense::kWriteError;
 }
 
+BlockSizes sizes_of(const LunConfig& config) {
+    return checked_block_sizes(config.logical_block_size, config.physical_block_size);
+}
+
 }  // namespace
 
 Lun::Lun(const LunConfig& config)
     : image_(block::open_disk_image(config.path, config.read_only, config.image)),
-      info_{.blocks = image_->size() / kBlockSize, .read_only = config.read_only},
+      sizes_(sizes_of(config)),
+      read_only_(config.read_only),
+      blocks_(image_->size() / sizes_.logical),
       identity_{config.serial, naa_designator(config.serial)} {
-    if (info_.blocks == 0)
-        throw std::runtime_error("disk image " + config.path +
-                                 ": is empty; a LUN needs at least one 512-byte block");
+    check_image_fits(config.path, image_->size(), sizes_);
     // vmm checks it (--disk serial=); the VPD answers have room for no more.
     if (config.serial.size() > kMaxSerialBytes)
         throw std::invalid_argument("LUN serial longer than " + std::to_string(kMaxSerialBytes) +
                                     " bytes");
+}
+
+LunInfo Lun::info() const noexcept {
+    return {.blocks = blocks_.load(),
+            .read_only = read_only_,
+            .block_size = sizes_.logical,
+            .physical_exponent = sizes_.physical_exponent(),
+            .write_cache = write_cache_.load()};
 }
 
 Outcome Lun::failed(std::string_view what, const std::error_code& error, const Sense& sense) {
@@ -35,22 +48,26 @@ Outcome Lun::failed(std::string_view what, const std::error_code& error, const S
     return Outcome::check(sense);
 }
 
+Outcome Lun::written(uint64_t transferred, bool fua) {
+    if (fua || !write_cache_.load()) {
+        if (auto flushed = image_->flush(); !flushed)
+            return failed("flush", flushed.error(), sense::kWriteError);
+    }
+    return Outcome::good(transferred);
+}
+
 Outcome Lun::read(const Read& command, const GuestBuffers& data_in) {
-    const uint64_t bytes = uint64_t{command.blocks} * kBlockSize;
-    auto done = image_->read(command.lba * kBlockSize, data_in.slice(0, bytes));
+    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
+    auto done = image_->read(command.lba * sizes_.logical, data_in.slice(0, bytes));
     if (!done) return failed("read", done.error(), sense::kReadError);
     return Outcome::good(bytes);
 }
 
 Outcome Lun::write(const Write& command, const GuestBuffers& data_out) {
-    const uint64_t bytes = uint64_t{command.blocks} * kBlockSize;
-    auto done = image_->write(command.lba * kBlockSize, data_out.slice(0, bytes));
+    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
+    auto done = image_->write(command.lba * sizes_.logical, data_out.slice(0, bytes));
     if (!done) return failed("write", done.error(), write_sense(done.error()));
-    if (command.fua) {
-        if (auto flushed = image_->flush(); !flushed)
-            return failed("flush", flushed.error(), sense::kWriteError);
-    }
-    return Outcome::good(bytes);
+    return written(bytes, command.fua);
 }
 
 Outcome Lun::synchronize_cache() {
@@ -60,29 +77,88 @@ Outcome Lun::synchronize_cache() {
 }
 
 Outcome Lun::unmap(const GuestBuffers& parameter_list) {
-    auto ranges = parse_unmap_list(parameter_list, info_);
+    auto ranges = parse_unmap_list(parameter_list, info());
     if (!ranges) return Outcome::check(ranges.error());
     for (const BlockRange& range : *ranges) {
-        auto done = image_->discard(range.lba * kBlockSize, uint64_t{range.blocks} * kBlockSize);
+        auto done =
+            image_->discard(range.lba * sizes_.logical, uint64_t{range.blocks} * sizes_.logical);
         if (!done) return failed("unmap", done.error(), sense::kWriteError);
     }
     return Outcome::good(parameter_list.size());
 }
 
 Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) {
-    std::array<uint8_t, kBlockSize> block{};
+    std::array<uint8_t, kMaxBlockSize> storage{};
+    const auto block = std::span(storage).first(sizes_.logical);
     if (!command.no_data_out) data_out.copy_to(0, block);
-    const uint64_t offset = command.lba * kBlockSize;
-    const uint64_t bytes = uint64_t{command.blocks} * kBlockSize;
+    const uint64_t offset = command.lba * sizes_.logical;
+    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
+    const uint64_t sent = command.no_data_out ? 0 : block.size();
     if (std::ranges::all_of(block, [](uint8_t b) { return b == 0; })) {
         auto done = image_->write_zeroes(offset, bytes, command.unmap);
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
-        return Outcome::good(command.no_data_out ? 0 : kBlockSize);
+        return written(sent, false);
     }
     // Another pattern: the host's copy of the block, in every piece of each vectored write.
     auto done = image_->write_repeated(offset, bytes, GuestBuffers::Part(block));
     if (!done) return failed("write same", done.error(), write_sense(done.error()));
-    return Outcome::good(kBlockSize);
+    return written(sent, false);
+}
+
+Outcome Lun::verify(const Verify& command, const GuestBuffers& data_out) {
+    // BYTCHK 0: an image has no medium to check beyond what a read would report.
+    if (!command.compare) return Outcome::good();
+    const uint64_t offset = command.lba * sizes_.logical;
+    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
+    std::array<uint8_t, 4096> medium, sent;
+    for (uint64_t done = 0; done < bytes;) {
+        const size_t n = std::min<uint64_t>(medium.size(), bytes - done);
+        const auto part = GuestBuffers::Part(std::span(medium).first(n));
+        auto read = image_->read(offset + done, GuestBuffers(std::span(&part, 1)));
+        if (!read) return failed("verify", read.error(), sense::kReadError);
+        data_out.copy_to(done, std::span(sent).first(n));
+        if (!std::ranges::equal(std::span(medium).first(n), std::span(sent).first(n)))
+            return Outcome::check(sense::kMiscompareDuringVerify);
+        done += n;
+    }
+    return Outcome::good(bytes);
+}
+
+Outcome Lun::mode_select(const ModeSelect& command, const GuestBuffers& parameter_list) {
+    if (parameter_list.empty()) return Outcome::good();  // nothing to change
+    auto changes = parse_mode_parameters(parameter_list, command.ten, info());
+    if (!changes) return Outcome::check(changes.error());
+    if (changes->write_cache) {
+        // Turning the cache off: what it held is made stable first.
+        if (!*changes->write_cache && write_cache_.load()) {
+            if (auto outcome = synchronize_cache(); outcome.sense) return outcome;
+        }
+        write_cache_.store(*changes->write_cache);
+    }
+    return Outcome::good(parameter_list.size());
+}
+
+std::optional<Sense> Lun::take_unit_attention() {
+    uint8_t pending = attention_.load();
+    while (pending != 0) {
+        const auto first = static_cast<uint8_t>(pending & -pending);  // the lowest bit
+        if (attention_.compare_exchange_weak(pending, pending & ~first))
+            return first == kPowerOnOrReset ? sense::kPowerOnOrReset : sense::kCapacityDataChanged;
+    }
+    return std::nullopt;
+}
+
+void Lun::reset() {
+    write_cache_.store(true);
+    // A reset reports itself; what was pending before it is superseded (SAM-5, 6.2).
+    attention_.store(kPowerOnOrReset);
+}
+
+uint64_t Lun::reread_capacity() {
+    const uint64_t bytes = image_->reread_size(sizes_.logical);
+    if (blocks_.exchange(bytes / sizes_.logical) != bytes / sizes_.logical)
+        attention_.fetch_or(kCapacityChanged);
+    return bytes;
 }
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -1,20 +1,24 @@
-// One logical unit: a raw image, its size and read-only flag, and who it says it is.  It
-// carries out the commands that touch the image; what a command returns otherwise is
-// answered from its LunInfo and LunIdentity alone (responses.h).
+// One logical unit: a raw image, its size, block sizes and read-only flag, its write cache
+// setting and pending unit attention, and who it says it is.  It carries out the commands that
+// touch the image; what a command returns otherwise is answered from its LunInfo and
+// LunIdentity alone (responses.h).
 #pragma once
 
 #include <atomic>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
 #include "devices/block/disk_image.h"
-#include "mem/guest_buffers.h"
+#include "devices/virtio/block_size.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
+#include "devices/virtio/scsi/mode_select.h"
 #include "devices/virtio/scsi/responses.h"
+#include "devices/virtio/scsi/unmap_list.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -29,11 +33,15 @@ struct Outcome {
 
 class Lun {
   public:
-    // Opens and locks the image; throws std::runtime_error for the user.
+    // Opens and locks the image; throws block::ImageError or std::invalid_argument for the
+    // user.  The LUN starts with a POWER ON unit attention, as a disk just switched on.
     explicit Lun(const LunConfig& config);
 
-    const LunInfo& info() const noexcept { return info_; }
+    // A snapshot: the capacity and the write cache may change while commands run.
+    LunInfo info() const noexcept;
     const LunIdentity& identity() const noexcept { return identity_; }
+    // For the owner's figures and idle-cache cleaning, whatever the format.
+    block::DiskImage& image() const noexcept { return *image_; }
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
@@ -42,13 +50,35 @@ class Lun {
     Outcome synchronize_cache();  // fdatasync
     Outcome unmap(const GuestBuffers& parameter_list);
     Outcome write_same(const WriteSame& command, const GuestBuffers& data_out);
+    Outcome verify(const Verify& command, const GuestBuffers& data_out);
+    Outcome mode_select(const ModeSelect& command, const GuestBuffers& parameter_list);
+
+    // SAM-5 unit attention conditions, reported once each to the next command that is not
+    // INQUIRY, REPORT LUNS or REQUEST SENSE (or by REQUEST SENSE): the most important first.
+    std::optional<Sense> take_unit_attention();
+    // A LUN reset (or a reset of the target or the controller): POWER ON, RESET, OR BUS DEVICE
+    // RESET OCCURRED; the write cache is back to its default.
+    void reset();
+    // The host changed the image's size: reads it again and, when it changed, reports CAPACITY
+    // DATA HAS CHANGED.  Returns the new size in bytes; throws std::runtime_error (and keeps
+    // the old size) when the image no longer holds whole blocks.
+    uint64_t reread_capacity();
 
   private:
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
+    // A write completed: with FUA or the write cache off, it is made stable before it
+    // completes, as virtio-blk's write-through.
+    Outcome written(uint64_t transferred, bool fua);
+
+    enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2 };
 
     std::unique_ptr<block::DiskImage> image_;
-    LunInfo info_;
+    const BlockSizes sizes_;
+    const bool read_only_;
+    std::atomic<uint64_t> blocks_;
+    std::atomic<bool> write_cache_{true};
+    std::atomic<uint8_t> attention_{kPowerOnOrReset};
     LunIdentity identity_;
     std::atomic<bool> io_error_logged_{false};
 };

@@ -40,19 +40,21 @@ Result<CommandRequest, FramingError> parse_command(const DescriptorChain& chain,
     if (!request.data_out.empty() && !request.data_in.empty())
         return Unexpected{FramingError::Bidirectional};
     chain.readable.copy_to(offsetof(virtio_scsi_cmd_req, lun), request.lun);
+    chain.readable.copy_to(offsetof(virtio_scsi_cmd_req, tag),
+                           std::span(reinterpret_cast<uint8_t*>(&request.tag), sizeof request.tag));
     request.cdb_length = std::min<size_t>(layout.cdb_size, request.cdb_bytes.size());
     chain.readable.copy_to(kRequestHeader, std::span(request.cdb_bytes).first(request.cdb_length));
     return request;
 }
 
-std::optional<uint16_t> lun_number(std::span<const uint8_t, 8> lun) {
-    // Target 0 only; bytes 2-3 peripheral (00b) or flat space (01b) addressing; one level.
-    if (lun[0] != 1 || lun[1] != 0) return std::nullopt;
+std::optional<LunAddress> lun_address(std::span<const uint8_t, 8> lun) {
+    // Bytes 2-3 peripheral (00b) or flat space (01b) addressing; one level.
+    if (lun[0] != 1) return std::nullopt;
     const uint8_t method = lun[2] >> 6;
     if (method > 1 || (method == 0 && lun[2] != 0)) return std::nullopt;
     if (std::any_of(lun.begin() + 4, lun.end(), [](uint8_t b) { return b != 0; }))
         return std::nullopt;
-    return static_cast<uint16_t>((lun[2] & 0x3f) << 8 | lun[3]);
+    return LunAddress{lun[1], static_cast<uint16_t>((lun[2] & 0x3f) << 8 | lun[3])};
 }
 
 uint32_t write_response(const CommandRequest& request, const Layout& layout,

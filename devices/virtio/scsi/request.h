@@ -10,10 +10,10 @@
 #include <span>
 #include <string_view>
 
-#include "mem/guest_buffers.h"
+#include "base/result.h"
 #include "devices/virtio/queue.h"
 #include "devices/virtio/scsi/sense.h"
-#include "mem/result.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -25,6 +25,7 @@ struct Layout {
 
 struct CommandRequest {
     std::array<uint8_t, 8> lun{};
+    uint64_t tag = 0;  // the driver's name for the task (Linux: its command's address)
     std::array<uint8_t, 32> cdb_bytes{};  // a CDB is at most 16 bytes: 32 keeps any we know
     size_t cdb_length = 0;
     GuestBuffers data_out;
@@ -44,10 +45,15 @@ std::string_view to_string(FramingError error);
 Result<CommandRequest, FramingError> parse_command(const DescriptorChain& chain,
                                                    const Layout& layout);
 
-// The LUN number the 8-byte LUN field addresses (virtio 1.2, 5.6.6.1: byte 0 is 1, byte 1 the
-// target, bytes 2-3 the LUN); nullopt for another target or an addressing this device does not
-// have, which is answered VIRTIO_SCSI_S_BAD_TARGET.
-std::optional<uint16_t> lun_number(std::span<const uint8_t, 8> lun);
+// The target and LUN the 8-byte LUN field addresses (virtio 1.2, 5.6.6.1: byte 0 is 1, byte 1
+// the target, bytes 2-3 the LUN); nullopt for an addressing this device does not have, which
+// is answered VIRTIO_SCSI_S_BAD_TARGET, as is a target the controller does not have.
+struct LunAddress {
+    uint8_t target = 0;
+    uint16_t lun = 0;
+    bool operator==(const LunAddress&) const = default;
+};
+std::optional<LunAddress> lun_address(std::span<const uint8_t, 8> lun);
 
 // The response to one command; `response` is a VIRTIO_SCSI_S_* code.
 struct CommandResponse {

@@ -55,7 +55,7 @@ TEST(ParseCommand, SplitsHeaderDataAndResponseAnywhere) {
     EXPECT_EQ(request->data_out.size(), 512u);
     EXPECT_EQ(request->response.size(), kResponseBytes);
     EXPECT_TRUE(request->data_in.empty());
-    EXPECT_EQ(lun_number(request->lun), 7);
+    EXPECT_EQ(lun_address(request->lun), (LunAddress{0, 7}));
 }
 
 TEST(ParseCommand, FollowsTheDriversCdbAndSenseSizes) {
@@ -84,16 +84,17 @@ TEST(ParseCommand, RefusesBrokenFraming) {
         << "sizes near 4 GiB do not wrap";
 }
 
-TEST(LunNumber, Target0SingleLevelOnly) {
+TEST(LunAddress, AnyTargetSingleLevelOnly) {
     using Lun = std::array<uint8_t, 8>;
-    EXPECT_EQ(lun_number(Lun{1, 0, 0x40, 0}), 0);
-    EXPECT_EQ(lun_number(Lun{1, 0, 0, 5}), 5) << "peripheral addressing";
-    EXPECT_EQ(lun_number(Lun{1, 0, 0x7f, 0xff}), 16383);
-    EXPECT_FALSE(lun_number(Lun{1, 1, 0x40, 0})) << "target 1";
-    EXPECT_FALSE(lun_number(Lun{0, 0, 0x40, 0}));
-    EXPECT_FALSE(lun_number(Lun{1, 0, 0x80, 0})) << "logical unit addressing";
-    EXPECT_FALSE(lun_number(Lun{1, 0, 0x01, 0})) << "peripheral with a bus number";
-    EXPECT_FALSE(lun_number(Lun{1, 0, 0x40, 0, 0x40, 1})) << "a second level";
+    EXPECT_EQ(lun_address(Lun{1, 0, 0x40, 0}), (LunAddress{0, 0}));
+    EXPECT_EQ(lun_address(Lun{1, 0, 0, 5}), (LunAddress{0, 5})) << "peripheral addressing";
+    EXPECT_EQ(lun_address(Lun{1, 0, 0x7f, 0xff}), (LunAddress{0, 16383}));
+    EXPECT_EQ(lun_address(Lun{1, 1, 0x40, 0}), (LunAddress{1, 0})) << "target 1";
+    EXPECT_EQ(lun_address(Lun{1, 255, 0, 9}), (LunAddress{255, 9})) << "target 255";
+    EXPECT_FALSE(lun_address(Lun{0, 0, 0x40, 0}));
+    EXPECT_FALSE(lun_address(Lun{1, 0, 0x80, 0})) << "logical unit addressing";
+    EXPECT_FALSE(lun_address(Lun{1, 0, 0x01, 0})) << "peripheral with a bus number";
+    EXPECT_FALSE(lun_address(Lun{1, 0, 0x40, 0, 0x40, 1})) << "a second level";
 }
 
 TEST(WriteResponse, CheckConditionCarriesFixedSenseCutToSenseSize) {

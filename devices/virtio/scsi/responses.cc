@@ -60,10 +60,12 @@ Answer block_limits(const LunInfo& lun) {
     Answer page = vpd(0xb0);
     const auto body = page.grow(0x3c);
     body[0] = 0x01;  // WSNZ: WRITE SAME needs a block count
+    // Optimal transfer length granularity: a physical block.
+    store_be(body, 2, 1u << lun.physical_exponent, 2);
     if (!lun.read_only) {
         store_be(body, 16, kMaxUnmapBlocks, 4);
         store_be(body, 20, kMaxUnmapDescriptors, 4);
-        store_be(body, 24, kUnmapGranularityBlocks, 4);
+        store_be(body, 24, std::max<uint32_t>(1, kUnmapGranularityBytes / lun.block_size), 4);
         store_be(body, 32, kMaxWriteSameBlocks, 8);
     }
     end_vpd(page);
@@ -87,17 +89,26 @@ Answer logical_block_provisioning(const LunInfo& lun) {
     return page;
 }
 
-void append_caching_page(Answer& bytes, PageControl control) {
+void append_caching_page(Answer& bytes, PageControl control, const LunInfo& lun) {
     const auto page = bytes.grow(20);
     page[0] = mode_page::kCaching;
     page[1] = 18;
-    // WCE: writes are cached until SYNCHRONIZE CACHE, so the guest sends flushes.  Nothing is
-    // changeable: there is no MODE SELECT.
-    if (control != PageControl::Changeable) page[2] = 0x04;
+    // WCE: writes are cached until SYNCHRONIZE CACHE, so the guest sends flushes.  MODE SELECT
+    // may clear it: then every write is stable before it completes.
+    constexpr uint8_t kWce = 0x04;
+    switch (control) {
+        case PageControl::Current:
+            page[2] = lun.write_cache ? kWce : 0;
+            break;
+        case PageControl::Changeable:
+        case PageControl::Default:
+            page[2] = kWce;
+            break;
+    }
 }
 
 void append_control_page(Answer& bytes) {
-    const auto page = bytes.grow(12);  // D_SENSE 0: fixed-format sense
+    const auto page = bytes.grow(12);  // D_SENSE 0: fixed-format sense; nothing changeable
     page[0] = mode_page::kControl;
     page[1] = 10;
 }
@@ -154,6 +165,12 @@ Answer vpd_page(uint8_t page, const LunInfo& lun, const LunIdentity& identity) {
     }
 }
 
+void append_mode_pages(Answer& bytes, uint8_t page, PageControl control, const LunInfo& lun) {
+    const bool all = page == mode_page::kAllPages;
+    if (all || page == mode_page::kCaching) append_caching_page(bytes, control, lun);
+    if (all || page == mode_page::kControl) append_control_page(bytes);
+}
+
 Answer mode_sense_data(const ModeSense& request, const LunInfo& lun) {
     Answer bytes(request.ten ? 8 : 4);
     // Device-specific parameter: WP for a read-only LUN; DPOFUA, FUA writes are honoured.
@@ -162,11 +179,9 @@ Answer mode_sense_data(const ModeSense& request, const LunInfo& lun) {
         bytes[request.ten ? 7 : 3] = 8;
         const auto descriptor = bytes.grow(8);
         store_be(descriptor, 0, std::min<uint64_t>(lun.blocks, 0xffff'ffff), 4);
-        store_be(descriptor, 5, kBlockSize, 3);
+        store_be(descriptor, 5, lun.block_size, 3);
     }
-    const bool all = request.page == mode_page::kAllPages;
-    if (all || request.page == mode_page::kCaching) append_caching_page(bytes, request.control);
-    if (all || request.page == mode_page::kControl) append_control_page(bytes);
+    append_mode_pages(bytes, request.page, request.control, lun);
     // The mode data length counts the bytes after itself.
     store_be(bytes.bytes(), 0, bytes.size() - (request.ten ? 2 : 1), request.ten ? 2 : 1);
     return bytes;
@@ -177,13 +192,55 @@ Answer read_capacity_data(bool sixteen, const LunInfo& lun) {
     if (!sixteen) {
         Answer bytes(8);
         store_be(bytes.bytes(), 0, std::min<uint64_t>(last, 0xffff'ffff), 4);  // all ones: (16)
-        store_be(bytes.bytes(), 4, kBlockSize, 4);
+        store_be(bytes.bytes(), 4, lun.block_size, 4);
         return bytes;
     }
     Answer bytes(32);
     store_be(bytes.bytes(), 0, last, 8);
-    store_be(bytes.bytes(), 8, kBlockSize, 4);
+    store_be(bytes.bytes(), 8, lun.block_size, 4);
+    bytes[13] = lun.physical_exponent;     // logical blocks per physical block exponent
     if (!lun.read_only) bytes[14] = 0x80;  // LBPME: UNMAP deallocates
+    return bytes;
+}
+
+std::span<const uint8_t> all_commands_data() {
+    // SPC-4, 6.35.2: a 4-byte length, then 8 bytes a command; built once.
+    static const auto kData = [] {
+        const auto commands = supported_commands();
+        std::array<uint8_t, 4 + 8 * kSupportedCommandCount> data{};
+        store_be(data, 0, 8 * commands.size(), 4);
+        for (size_t i = 0; i < commands.size(); ++i) {
+            const auto descriptor = std::span(data).subspan(4 + 8 * i, 8);
+            descriptor[0] = commands[i].opcode;
+            if (commands[i].service_action >= 0) {
+                store_be(descriptor, 2, static_cast<uint32_t>(commands[i].service_action), 2);
+                descriptor[5] = 0x01;  // SERVACTV
+            }
+            store_be(descriptor, 6, commands[i].length, 2);
+        }
+        return data;
+    }();
+    return kData;
+}
+
+Result<Answer, Sense> one_command_data(const ReportOpcodes& request) {
+    const auto commands = supported_commands();
+    const auto command = std::ranges::find_if(
+        commands, [&](const CommandUsage& c) { return c.opcode == request.opcode; });
+    const bool found = command != commands.end();
+    const bool has_actions = found && command->service_action >= 0;
+    // Options 1 names a command without service actions, 2 one with them, 3 either.
+    if ((request.options == 1 && has_actions) || (request.options == 2 && found && !has_actions))
+        return Unexpected{sense::kInvalidFieldInCdb};
+    Answer bytes(4);
+    if (!found || (has_actions && command->service_action != request.service_action)) {
+        bytes[1] = 0x01;  // SUPPORT 001b: not supported
+        return bytes;
+    }
+    bytes[1] = 0x03;  // SUPPORT 011b: supported as the standard says
+    store_be(bytes.bytes(), 2, command->length, 2);
+    bytes.append(std::span(command->usage).first(command->length));
+    bytes[4] = command->opcode;  // the usage data starts with the operation code itself
     return bytes;
 }
 

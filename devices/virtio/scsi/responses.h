@@ -65,8 +65,16 @@ Answer inquiry_data(bool present);
 Answer vpd_page(uint8_t page, const LunInfo& lun, const LunIdentity& identity);
 
 Answer mode_sense_data(const ModeSense& request, const LunInfo& lun);
+// The mode pages `page` names (one of mode_page), as MODE SENSE returns them after its header.
+void append_mode_pages(Answer& bytes, uint8_t page, PageControl control, const LunInfo& lun);
 
 Answer read_capacity_data(bool sixteen, const LunInfo& lun);
+
+// REPORT SUPPORTED OPERATION CODES: every command (reporting options 0), or the one named.
+// Options 1 with a command that has service actions, or 2 with one that has none, are refused
+// by the caller (sense::kInvalidFieldInCdb).
+std::span<const uint8_t> all_commands_data();
+Result<Answer, Sense> one_command_data(const ReportOpcodes& request);
 
 // `luns` in ascending order: 8 bytes a LUN after an 8-byte header.
 std::vector<uint8_t> report_luns_data(std::span<const uint16_t> luns);

@@ -98,9 +98,18 @@ TEST(ModeSense, TenByteAllPagesWithoutDescriptorAndWriteProtect) {
     EXPECT_EQ(data[28], 0x0a);
 }
 
-TEST(ModeSense, NothingIsChangeable) {
+TEST(ModeSense, OnlyTheWriteCacheIsChangeable) {
     const ModeSense request{.page = mode_page::kCaching, .control = PageControl::Changeable};
-    EXPECT_EQ(mode_sense_data(request, kLun)[14], 0);
+    const auto changeable = mode_sense_data(request, kLun);
+    EXPECT_EQ(changeable[12 + 2], 0x04) << "WCE";
+    EXPECT_TRUE(std::all_of(changeable.begin() + 12 + 3, changeable.end(),
+                            [](uint8_t b) { return b == 0; }));
+    LunInfo write_through = kLun;
+    write_through.write_cache = false;
+    EXPECT_EQ(mode_sense_data({.page = mode_page::kCaching}, write_through)[12 + 2], 0);
+    EXPECT_EQ(mode_sense_data({.page = mode_page::kCaching, .control = PageControl::Default},
+                              write_through)[12 + 2],
+              0x04);
 }
 
 TEST(ReadCapacity, TenCapsAndSixteenTellsTheTruth) {

@@ -13,7 +13,9 @@ enum class SenseKey : uint8_t {
     NoSense = 0x0,
     MediumError = 0x3,
     IllegalRequest = 0x5,
+    UnitAttention = 0x6,
     DataProtect = 0x7,
+    Miscompare = 0xe,
 };
 
 struct Sense {
@@ -45,6 +47,12 @@ inline constexpr Sense kSavingParametersNotSupported{SenseKey::IllegalRequest, 0
 inline constexpr Sense kWriteProtected{SenseKey::DataProtect, 0x27, 0x00, "write protected"};
 inline constexpr Sense kSpaceAllocationFailed{SenseKey::DataProtect, 0x27, 0x07,
                                               "space allocation failed write protect"};
+inline constexpr Sense kMiscompareDuringVerify{SenseKey::Miscompare, 0x1d, 0x00,
+                                               "miscompare during verify operation"};
+inline constexpr Sense kPowerOnOrReset{SenseKey::UnitAttention, 0x29, 0x00,
+                                       "power on, reset, or bus device reset occurred"};
+inline constexpr Sense kCapacityDataChanged{SenseKey::UnitAttention, 0x2a, 0x09,
+                                            "capacity data has changed"};
 inline constexpr Sense kReadError{SenseKey::MediumError, 0x11, 0x00, "unrecovered read error"};
 inline constexpr Sense kWriteError{SenseKey::MediumError, 0x0c, 0x00, "write error"};
 }  // namespace sense

@@ -27,15 +27,22 @@ bool fits(const Command& command, const GuestBuffers& data_out, const GuestBuffe
 // Runs one parsed command.  `lun` is null only for the commands a LUN with no disk answers.
 class Runner {
   public:
-    Runner(Lun* lun, const Target& target, const Command& command, const GuestBuffers& data_out,
-           const GuestBuffers& data_in)
-        : lun_(lun), target_(target), command_(command), out_(data_out), in_(data_in) {}
+    Runner(Lun* lun, const LunInfo& info, const Target& target, const Command& command,
+           const GuestBuffers& data_out, const GuestBuffers& data_in)
+        : lun_(lun),
+          info_(info),
+          target_(target),
+          command_(command),
+          out_(data_out),
+          in_(data_in) {}
 
     Outcome operator()(const TestUnitReady&) const { return Outcome::good(); }
     Outcome operator()(const StartStopUnit&) const { return Outcome::good(); }
     Outcome operator()(const RequestSense& request) const {
-        // Sense goes back with each CHECK CONDITION (autosense): none is left to report.
-        const Sense& sense = lun_ ? sense::kNoSense : sense::kLunNotSupported;
+        // Sense goes back with each CHECK CONDITION (autosense): only a unit attention is
+        // left to report, which this reports instead.
+        const Sense sense =
+            lun_ ? lun_->take_unit_attention().value_or(sense::kNoSense) : sense::kLunNotSupported;
         if (request.descriptor_format) return answer(descriptor_sense(sense));
         return answer(fixed_sense(sense));
     }
@@ -45,13 +52,13 @@ class Runner {
             return answer(inquiry_data(false));
         }
         if (!request.vpd_page) return answer(inquiry_data(true));
-        return answer(vpd_page(*request.vpd_page, lun_->info(), lun_->identity()));
+        return answer(vpd_page(*request.vpd_page, info_, lun_->identity()));
     }
     Outcome operator()(const ModeSense& request) const {
-        return answer(mode_sense_data(request, lun_->info()));
+        return answer(mode_sense_data(request, info_));
     }
     Outcome operator()(const ReadCapacity& request) const {
-        return answer(read_capacity_data(request.sixteen, lun_->info()));
+        return answer(read_capacity_data(request.sixteen, info_));
     }
     Outcome operator()(const ReportLuns& request) const {
         // This target has no well-known LUNs: their list is the empty one's 8-byte header.
@@ -63,9 +70,20 @@ class Runner {
     Outcome operator()(const Write& request) const { return lun_->write(request, out_); }
     Outcome operator()(const SynchronizeCache&) const { return lun_->synchronize_cache(); }
     Outcome operator()(const Unmap&) const {
+        if (command_.transfer_bytes == 0) return Outcome::good();  // no list, nothing to do
         return lun_->unmap(out_.slice(0, command_.transfer_bytes));
     }
     Outcome operator()(const WriteSame& request) const { return lun_->write_same(request, out_); }
+    Outcome operator()(const Verify& request) const { return lun_->verify(request, out_); }
+    Outcome operator()(const ModeSelect& request) const {
+        return lun_->mode_select(request, out_.slice(0, command_.transfer_bytes));
+    }
+    Outcome operator()(const ReportOpcodes& request) const {
+        if (request.options == 0) return answer(all_commands_data());
+        auto one = one_command_data(request);
+        if (!one) return Outcome::check(one.error());
+        return answer(*one);
+    }
 
   private:
     // What the target answers itself, cut to the allocation length.
@@ -76,6 +94,7 @@ class Runner {
     }
 
     Lun* lun_;
+    const LunInfo& info_;  // what the command was parsed against
     const Target& target_;
     const Command& command_;
     const GuestBuffers& out_;
@@ -86,6 +105,10 @@ class Runner {
 
 Target::Target(const std::vector<LunConfig>& luns) {
     for (const LunConfig& config : luns) {
+        if (config.target != luns.front().target)
+            throw std::invalid_argument("LUNs of targets " + std::to_string(config.target) +
+                                        " and " + std::to_string(luns.front().target) +
+                                        " in one target");
         if (config.lun > kMaxLun)
             throw std::invalid_argument("LUN " + std::to_string(config.lun) + " is past " +
                                         std::to_string(kMaxLun));
@@ -102,14 +125,26 @@ Target::Target(const std::vector<LunConfig>& luns) {
 TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
                               const GuestBuffers& data_out, const GuestBuffers& data_in) {
     Lun* lun = find(number);
-    if (!lun &&
-        (cdb.empty() || (cdb[0] != kInquiry && cdb[0] != kReportLuns && cdb[0] != kRequestSense)))
-        return {Delivery::Done, Outcome::check(sense::kLunNotSupported)};
-    auto command = parse_cdb(cdb, lun ? lun->info() : LunInfo{});
+    // What a LUN answers with no disk, or with a unit attention pending (SAM-5, 5.14).
+    const bool always_answered =
+        !cdb.empty() && (cdb[0] == kInquiry || cdb[0] == kReportLuns || cdb[0] == kRequestSense);
+    if (!lun && !always_answered) return {Delivery::Done, Outcome::check(sense::kLunNotSupported)};
+    if (lun && !always_answered) {
+        if (auto attention = lun->take_unit_attention())
+            return {Delivery::Done, Outcome::check(*attention)};
+    }
+    const LunInfo info = lun ? lun->info() : LunInfo{};
+    auto command = parse_cdb(cdb, info);
     if (!command) return {Delivery::Done, Outcome::check(command.error())};
     if (!fits(*command, data_out, data_in)) return {Delivery::Overrun, {}};
-    const Runner runner(lun, *this, *command, data_out, data_in);
+    const Runner runner(lun, info, *this, *command, data_out, data_in);
     return {Delivery::Done, std::visit(runner, command->operation)};
+}
+
+void Target::reset() {
+    for (const auto& lun : luns_) {
+        if (lun) lun->reset();
+    }
 }
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -1,8 +1,9 @@
-// The controller's one SCSI target and its LUNs: runs a CDB addressed to a LUN number,
-// from parse to outcome.  A LUN number with no disk still answers INQUIRY (no device here),
-// REPORT LUNS and REQUEST SENSE, as a real target does, so a guest finds every LUN with one
-// REPORT LUNS instead of probing them one by one; anything else sent there is LOGICAL UNIT
-// NOT SUPPORTED.
+// One SCSI target of a controller and its LUNs: runs a CDB addressed to a LUN number, from
+// parse to outcome.  A LUN with a unit attention pending reports it to the first command that
+// is not INQUIRY, REPORT LUNS or REQUEST SENSE, which does not run.  A LUN number with no disk
+// still answers INQUIRY (no device here), REPORT LUNS and REQUEST SENSE, as a real target does, so
+// a guest finds every LUN with one REPORT LUNS instead of probing them one by one; anything else
+// sent there is LOGICAL UNIT NOT SUPPORTED.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +11,9 @@
 #include <span>
 #include <vector>
 
-#include "mem/guest_buffers.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/lun.h"
+#include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
 
@@ -30,7 +31,7 @@ struct TargetOutcome {
 class Target {
   public:
     // Opens every LUN's image; throws std::runtime_error (an image) or std::invalid_argument
-    // (a LUN number past kMaxLun or given twice).
+    // (a LUN number past kMaxLun or given twice, LUNs of another target).
     explicit Target(const std::vector<LunConfig>& luns);
 
     // Thread-safe: commands to any LUNs may run on several I/O threads at once.
@@ -42,6 +43,8 @@ class Target {
     std::span<const uint16_t> lun_numbers() const { return numbers_; }
     // REPORT LUNS' whole answer, built once: the LUNs are fixed for the life of the VM.
     std::span<const uint8_t> report_luns() const { return report_luns_; }
+    // Resets every LUN (Lun::reset): an I_T nexus reset, or the controller's reset.
+    void reset();
 
   private:
     std::vector<std::unique_ptr<Lun>> luns_;  // indexed by LUN number, up to the highest

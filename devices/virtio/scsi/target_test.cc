@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "devices/virtio/scsi/big_endian.h"
 #include "devices/block/temp_image.h"
+#include "devices/virtio/scsi/big_endian.h"
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -16,6 +16,8 @@ namespace {
 using block::testing::TempImage;
 
 constexpr uint64_t kBlocks = 64;
+const std::vector<uint8_t> kTestUnitReady{0x00, 0, 0, 0, 0, 0};
+const std::vector<uint8_t> kRequestSense{0x03, 0, 0, 0, 18, 0};
 
 std::vector<uint8_t> rw10(uint8_t opcode, uint32_t lba, uint16_t blocks, uint8_t flags = 0) {
     return {opcode,       flags, uint8_t(lba >> 24),   uint8_t(lba >> 16), uint8_t(lba >> 8),
@@ -28,7 +30,9 @@ class TargetTest : public ::testing::Test {
         images.push_back(std::make_unique<TempImage>(kBlocks * 512, 0xaa));
         images.push_back(std::make_unique<TempImage>(kBlocks * 512, 0xbb));
         target = std::make_unique<Target>(std::vector<LunConfig>{
-            {images[0]->path(), 0, false, "lun-zero", {}}, {images[1]->path(), 300, true, "ro", {}}});
+            {images[0]->path(), 0, false, "lun-zero"}, {images[1]->path(), 300, true, "ro"}});
+        // A LUN just switched on reports it once; the tests start after that.
+        for (uint16_t lun : {0, 300}) run(lun, kTestUnitReady, 0);
     }
 
     // Runs `cdb` with `in_size` bytes of data-in, or `out` as data-out.
@@ -106,8 +110,7 @@ TEST_F(TargetTest, GuestMistakesAreSenseAndTheImageIsUntouched) {
     EXPECT_EQ(run(300, rw10(0x2a, 0, 1), 0, std::vector<uint8_t>(512, 1)).outcome.sense,
               sense::kWriteProtected);
     EXPECT_EQ(images[1]->read(0, 512), std::vector<uint8_t>(512, 0xbb));
-    EXPECT_EQ(run(0, {0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 512).outcome.sense,
-              sense::kInvalidOpcode);
+    EXPECT_EQ(run(0, {0xc0, 0, 0, 0, 0, 0}, 512).outcome.sense, sense::kInvalidOpcode);
 }
 
 TEST_F(TargetTest, BuffersThatDoNotFitTheCdbAreAnOverrun) {
@@ -141,6 +144,168 @@ TEST_F(TargetTest, UnmapAndWriteSameDeallocateAndZero) {
 TEST_F(TargetTest, AHostReadErrorIsAMediumError) {
     ASSERT_EQ(::truncate(images[0]->path().c_str(), 512), 0);
     EXPECT_EQ(run(0, rw10(0x28, 8, 1), 512).outcome.sense, sense::kReadError);
+}
+
+TEST_F(TargetTest, AnUnmapWithNoParameterListIsGood) {
+    const auto result = run(0, {0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0);
+    EXPECT_EQ(result.delivery, Delivery::Done);
+    EXPECT_FALSE(result.outcome.sense) << "SBC-3: a parameter list length of 0 is no error";
+}
+
+TEST_F(TargetTest, WriteSameTenRepeatsTheBlock) {
+    const std::vector<uint8_t> same{0x41, 0, 0, 0, 0, 30, 0, 0, 3, 0};  // LBA 30, 3 blocks
+    ASSERT_FALSE(run(0, same, 0, block::testing::pattern(512, 4)).outcome.sense);
+    for (int block = 30; block < 33; ++block)
+        EXPECT_EQ(images[0]->read(block * 512, 512), block::testing::pattern(512, 4)) << block;
+    EXPECT_EQ(images[0]->read(33 * 512, 512), std::vector<uint8_t>(512, 0xaa));
+    EXPECT_EQ(run(300, same, 0, std::vector<uint8_t>(512, 0)).outcome.sense,
+              sense::kWriteProtected);
+}
+
+TEST_F(TargetTest, VerifyComparesTheDataOutWithTheMedium) {
+    const auto verify10 = [](uint8_t flags) { return rw10(0x2f, 2, 2, flags); };
+    EXPECT_FALSE(run(0, verify10(0x00), 0).outcome.sense) << "BYTCHK 0: no data";
+    EXPECT_FALSE(run(0, verify10(0x02), 0, std::vector<uint8_t>(1024, 0xaa)).outcome.sense);
+    auto differs = std::vector<uint8_t>(1024, 0xaa);
+    differs[700] = 0;
+    EXPECT_EQ(run(0, verify10(0x02), 0, differs).outcome.sense, sense::kMiscompareDuringVerify);
+    std::vector<uint8_t> verify16(16, 0);
+    verify16[0] = 0x8f, verify16[1] = 0x02, verify16[9] = 1, verify16[13] = 1;
+    EXPECT_FALSE(run(300, verify16, 0, std::vector<uint8_t>(512, 0xbb)).outcome.sense)
+        << "a read-only LUN verifies too";
+    EXPECT_EQ(run(0, verify10(0x02), 0, std::vector<uint8_t>(512, 0xaa)).delivery,
+              Delivery::Overrun)
+        << "less data than the blocks";
+}
+
+TEST_F(TargetTest, ModeSelectTurnsTheWriteCacheOffUntilAReset) {
+    const std::vector<uint8_t> sense_caching{0x1a, 0x08, 0x08, 0, 255, 0};
+    auto wce = [&](uint8_t control) {
+        auto cdb = sense_caching;
+        cdb[2] |= control << 6;
+        EXPECT_FALSE(run(0, cdb, 255).outcome.sense);
+        return data_in[4 + 2] & 0x04;
+    };
+    EXPECT_EQ(wce(0), 0x04) << "current: on";
+    EXPECT_EQ(wce(1), 0x04) << "changeable";
+    ASSERT_FALSE(run(0, sense_caching, 255).outcome.sense);
+    std::vector<uint8_t> list(data_in.begin(), data_in.begin() + 24);
+    list[0] = 0;      // the mode data length is reserved in MODE SELECT
+    list[4 + 2] = 0;  // WCE off
+    const std::vector<uint8_t> select{0x15, 0x10, 0, 0, 24, 0};
+    ASSERT_FALSE(run(0, select, 0, list).outcome.sense);
+    EXPECT_EQ(wce(0), 0) << "current: off";
+    EXPECT_EQ(wce(2), 0x04) << "default: on";
+    EXPECT_FALSE(run(0, rw10(0x2a, 1, 1), 0, std::vector<uint8_t>(512, 5)).outcome.sense)
+        << "written through";
+    list[4 + 3] = 1;  // a bit that is not changeable
+    EXPECT_EQ(run(0, select, 0, list).outcome.sense, sense::kInvalidFieldInParameterList);
+    EXPECT_EQ(run(0, {0x15, 0x11, 0, 0, 24, 0}, 0, list).outcome.sense, sense::kInvalidFieldInCdb)
+        << "SP: nothing is saved";
+    target->find(0)->reset();
+    run(0, kTestUnitReady, 0);
+    EXPECT_EQ(wce(0), 0x04) << "a reset turns it back on";
+}
+
+TEST_F(TargetTest, ReportSupportedOperationCodes) {
+    std::vector<uint8_t> rsoc{0xa3, 0x0c, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0};
+    const auto all = run(0, rsoc, 4096);
+    ASSERT_FALSE(all.outcome.sense);
+    EXPECT_EQ(load_be(data_in, 0, 4), 8 * supported_commands().size());
+    EXPECT_EQ(all.outcome.transferred, 4 + 8 * supported_commands().size());
+    EXPECT_EQ(data_in[4 + 7], 6) << "TEST UNIT READY is 6 bytes";
+    rsoc[2] = 1, rsoc[3] = 0x28;  // READ(10)
+    ASSERT_FALSE(run(0, rsoc, 4096).outcome.sense);
+    EXPECT_EQ(data_in[1] & 0x07, 3) << "supported";
+    EXPECT_EQ(load_be(data_in, 2, 2), 10u);
+    EXPECT_EQ(data_in[4], 0x28);
+    rsoc[3] = 0x04;  // FORMAT UNIT
+    ASSERT_FALSE(run(0, rsoc, 4096).outcome.sense);
+    EXPECT_EQ(data_in[1] & 0x07, 1) << "not supported";
+    rsoc[3] = 0x9e;  // SERVICE ACTION IN(16) has service actions
+    EXPECT_EQ(run(0, rsoc, 4096).outcome.sense, sense::kInvalidFieldInCdb);
+    rsoc[2] = 2, rsoc[5] = 0x10;  // READ CAPACITY(16)
+    ASSERT_FALSE(run(0, rsoc, 4096).outcome.sense);
+    EXPECT_EQ(load_be(data_in, 2, 2), 16u);
+    rsoc[2] = 0x80;  // RCTD: no timeouts descriptors here
+    EXPECT_EQ(run(0, rsoc, 4096).outcome.sense, sense::kInvalidFieldInCdb);
+}
+
+TEST_F(TargetTest, AUnitAttentionIsReportedOnceAfterPowerOnAResetOrAResize) {
+    TempImage fresh_image(kBlocks * 512);
+    Target fresh({{fresh_image.path(), 1, true, "fresh"}});
+    auto run_fresh = [&](const std::vector<uint8_t>& cdb, size_t in) {
+        data_in.assign(in, 0);
+        const GuestBuffers::Part in_part(data_in);
+        return fresh.execute(1, cdb, GuestBuffers(), GuestBuffers(std::span(&in_part, 1)))
+            .outcome.sense;
+    };
+    EXPECT_FALSE(run_fresh({0x12, 0, 0, 0, 36, 0}, 36)) << "INQUIRY does not take it";
+    EXPECT_FALSE(run_fresh({0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}, 256)) << "nor REPORT LUNS";
+    EXPECT_EQ(run_fresh(kTestUnitReady, 0), sense::kPowerOnOrReset);
+    EXPECT_FALSE(run_fresh(kTestUnitReady, 0)) << "once";
+
+    Lun& lun = *target->find(0);
+    lun.reset();
+    ASSERT_FALSE(run(0, kRequestSense, 18).outcome.sense) << "REQUEST SENSE reports it";
+    EXPECT_EQ(data_in[2], 0x06);
+    EXPECT_EQ(data_in[12], 0x29);
+    EXPECT_FALSE(run(0, kTestUnitReady, 0).outcome.sense) << "and takes it";
+
+    ASSERT_EQ(::truncate(images[0]->path().c_str(), 2 * kBlocks * 512), 0);
+    EXPECT_EQ(lun.reread_capacity(), 2 * kBlocks * 512);
+    EXPECT_EQ(run(0, {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 8).outcome.sense,
+              sense::kCapacityDataChanged);
+    ASSERT_FALSE(run(0, {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 8).outcome.sense);
+    EXPECT_EQ(load_be(data_in, 0, 4), 2 * kBlocks - 1);
+    EXPECT_EQ(lun.reread_capacity(), 2 * kBlocks * 512);
+    EXPECT_FALSE(run(0, kTestUnitReady, 0).outcome.sense) << "no change, no attention";
+    ASSERT_EQ(::truncate(images[0]->path().c_str(), 2 * kBlocks * 512 + 100), 0);
+    EXPECT_THROW(lun.reread_capacity(), std::runtime_error) << "not whole blocks";
+    EXPECT_EQ(lun.info().blocks, 2 * kBlocks) << "the old size stays";
+}
+
+TEST(TargetBlockSize, FourKibibyteLogicalBlocks) {
+    TempImage image(16 * 4096, 0x11);
+    Target target({{.path = image.path(),
+                    .lun = 0,
+                    .read_only = false,
+                    .serial = "big",
+                    .target = 0,
+                    .logical_block_size = 4096,
+                    .physical_block_size = 16384}});
+    std::vector<uint8_t> in(4096);
+    const GuestBuffers::Part part(in);
+    const auto execute = [&](const std::vector<uint8_t>& cdb) {
+        return target.execute(0, cdb, GuestBuffers(), GuestBuffers(std::span(&part, 1))).outcome;
+    };
+    execute(kTestUnitReady);
+    std::vector<uint8_t> capacity16(16, 0);
+    capacity16[0] = 0x9e, capacity16[1] = 0x10, capacity16[13] = 32;
+    ASSERT_FALSE(execute(capacity16).sense);
+    EXPECT_EQ(load_be(in, 0, 8), 15u);
+    EXPECT_EQ(load_be(in, 8, 4), 4096u);
+    EXPECT_EQ(in[13] & 0x0f, 2) << "4 logical blocks a physical one";
+    const auto read = execute(rw10(0x28, 15, 1));
+    ASSERT_FALSE(read.sense);
+    EXPECT_EQ(read.transferred, 4096u);
+    EXPECT_EQ(in, std::vector<uint8_t>(4096, 0x11));
+    EXPECT_EQ(execute(rw10(0x28, 16, 1)).sense, sense::kLbaOutOfRange);
+}
+
+TEST(TargetConfig, RefusesBadBlockSizes) {
+    TempImage odd(3 * 512), image(4096);
+    const auto lun = [](const TempImage& disk, uint32_t logical, uint32_t physical) {
+        LunConfig config{disk.path(), 0, false, "s"};
+        config.logical_block_size = logical;
+        config.physical_block_size = physical;
+        return std::vector{config};
+    };
+    EXPECT_THROW(Target(lun(odd, 4096, 0)), std::runtime_error) << "not whole 4 KiB blocks";
+    EXPECT_THROW(Target(lun(image, 1024, 0)), std::invalid_argument);
+    EXPECT_THROW(Target(lun(image, 4096, 512)), std::invalid_argument) << "physical < logical";
+    EXPECT_THROW(Target(lun(image, 512, 3000)), std::invalid_argument);
+    EXPECT_NO_THROW(Target(lun(image, 512, 4096)));
 }
 
 TEST(TargetConfig, RefusesLunsPastTheLimitTwiceOrEmpty) {

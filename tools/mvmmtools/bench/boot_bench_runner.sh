@@ -1,0 +1,193 @@
+# shellcheck shell=sh
+# The test host side of tools/boot-bench: helpers that tools/boot-bench puts in front of the run list it writes
+# for `mvmm-hostvm --script`. Runs inside the test host (busybox sh, awk); every line it prints starts with
+# BOOTBENCH- and carries the test host's /proc/uptime (10 ms steps), so the times are measured inside the test
+# host, free of the console relay's delay.
+#
+#   BOOTBENCH-BEGIN TAG <uptime>                 just before the VMM is started (fork + exec)
+#   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
+#                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
+#                                                the uptime at which awk read it
+#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N
+#                                                read when the guest printed its poweroff marker, or the line
+#                                                $BB_MEM_AT matches (the VMM is still running): VmHWM, the Rss of the VMM's largest mapping (guest
+#                                                RAM) with that mapping's size, and its [heap] mapping's Rss and Size
+#   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
+#   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
+#                                                per thread of a VMM that hangs, before it is killed: where each
+#                                                thread waits (kernel stack), e.g. a vCPU halted in the guest
+#                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
+#   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
+#   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
+#   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
+
+BB_DIR=/tmp/boot-bench
+# The guest's line at which the VMM's memory is read (boot-bench --io: the io-bench script's io-done marker, after
+# which the guest idles a moment; at the poweroff marker a VMM that exits fast may have unmapped guest RAM already).
+BB_MEM_AT=${BB_MEM_AT:-MVMM-MARK poweroff}
+# The lines bb_stamp passes on: markers and mvmm's figures, mvmm's errors and warnings, and what a guest kernel
+# prints when it crashes or stalls (with `quiet` the console shows errors and worse).
+BB_KEEP='MVMM-MARK|first KVM_RUN|exit stats:|[[](error|critical|warning)[]]|rcu: |[Ss]tall|blocked for more than|'\
+'soft lockup|LOCKUP|Kernel panic|BUG:|Oops|general protection|timer wakeup|Call Trace|RIP:|triple'
+mkdir -p "$BB_DIR" || echo "BOOTBENCH-ERROR cannot create $BB_DIR"
+
+# bb_disks N MIB [FILLER]: N raw images $BB_DIR/disk0.img ... of MIB MiB (made once, shared by every run): sparse,
+# or written by `FILLER fill` (mvmm-io: every 8-byte word holds a magic number XOR its offset, which the guest's
+# reads check).
+bb_disks() {
+	_i=0
+	while [ "$_i" -lt "$1" ]; do
+		_disk=$BB_DIR/disk$_i.img
+		if [ -n "${3:-}" ]; then "$3" fill "$_disk" "$2"; else truncate -s "${2}M" "$_disk"; fi || {
+			echo "BOOTBENCH-ERROR cannot make $_disk"
+			return 1
+		}
+		_i=$((_i + 1))
+	done
+}
+
+# bb_overlays N MIB FILLER CLUSTER: N qcow2 overlays $BB_DIR/overlay0.qcow2 ... of one qcow2 base
+# $BB_DIR/base.qcow2 of MIB MiB with CLUSTER-byte clusters, every cluster allocated and holding `FILLER fill`'s
+# pattern (so the guest's reads go through the base's L2 tables and check what they read); the overlays are empty.
+bb_overlays() {
+	{
+		"$3" fill "$BB_DIR/base.raw" "$2" &&
+			qemu-img convert -f raw -O qcow2 -o "cluster_size=$4" "$BB_DIR/base.raw" "$BB_DIR/base.qcow2" &&
+			rm "$BB_DIR/base.raw"
+	} || {
+		echo "BOOTBENCH-ERROR cannot make $BB_DIR/base.qcow2"
+		return 1
+	}
+	_i=0
+	while [ "$_i" -lt "$1" ]; do
+		qemu-img create -q -f qcow2 -b "$BB_DIR/base.qcow2" -F qcow2 "$BB_DIR/overlay$_i.qcow2" || {
+			echo "BOOTBENCH-ERROR cannot make $BB_DIR/overlay$_i.qcow2"
+			return 1
+		}
+		_i=$((_i + 1))
+	done
+}
+
+# bb_hugepages N: reserves N hugepages of the default size (2 MiB) for the runs.
+bb_hugepages() {
+	echo "$1" >/proc/sys/vm/nr_hugepages
+	read -r _have </proc/sys/vm/nr_hugepages
+	[ "$_have" -ge "$1" ] || {
+		echo "BOOTBENCH-ERROR only $_have of $1 hugepages could be reserved"
+		return 1
+	}
+}
+
+# bb_stamp TAG PIDFILE LOG: reads a VMM's output on stdin; keeps every line in LOG, prints the lines that matter
+# as BOOTBENCH-LINE and, at the line $BB_MEM_AT matches, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
+# once the VMM started). One awk process: no fork per line.
+bb_stamp() {
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" '
+	function uptime(  line, f) {
+		getline line < "/proc/uptime"
+		close("/proc/uptime")
+		split(line, f, " ")
+		return f[1]
+	}
+	function mem(  pid, line, f, n, path, hwm, size, best, guest, name, heap_rss, heap_size) {
+		getline pid < pidfile
+		close(pidfile)
+		hwm = "n/a"
+		path = "/proc/" pid "/status"
+		while ((getline line < path) > 0)
+			if (line ~ /^VmHWM:/) { split(line, f, " "); hwm = f[2] }
+		close(path)
+		best = -1
+		guest = "n/a"
+		path = "/proc/" pid "/smaps"
+		heap_rss = heap_size = 0
+		while ((getline line < path) > 0) {
+			n = split(line, f, " ")
+			if (f[1] ~ /^[0-9a-f]+-[0-9a-f]+$/) name = f[n]
+			else if (f[1] == "Size:") { size = f[2] + 0; if (name == "[heap]") heap_size += size }
+			else if (f[1] == "Rss:") {
+				if (size > best) { best = size; guest = f[2] }
+				if (name == "[heap]") heap_rss += f[2]
+			}
+		}
+		close(path)
+		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best \
+			" heap_rss_kib=" heap_rss " heap_size_kib=" heap_size
+		fflush()
+	}
+	{
+		t = uptime()
+		sub(/\r+$/, "")
+		print > out
+		if ($0 ~ keep) {
+			print "BOOTBENCH-LINE " tag " " t " " $0
+			fflush()
+		}
+		if ($0 ~ memat) mem()
+	}'
+}
+
+# bb_threads TAG PID: a BOOTBENCH-THREAD line per thread of PID.
+bb_threads() {
+	for _task in /proc/"$2"/task/*; do
+		read -r _name <"$_task/comm" || _name="?"
+		_state=$(awk '/^State:/ { print $2 }' "$_task/status" 2>/dev/null)
+		_wchan=$(cat "$_task/wchan" 2>/dev/null)
+		_stack=$(awk '{ printf "%s ", $2 } NR == 6 { exit }' "$_task/stack" 2>/dev/null)
+		echo "BOOTBENCH-THREAD $1 ${_task##*/} $_name ${_state:-?} wchan=${_wchan:-?} stack: ${_stack:-?}"
+	done
+}
+
+# bb_guard TAG PID LIMIT FLAG: after LIMIT s, shows PID's threads, creates FLAG and ends PID (TERM, then KILL 5 s
+# later). Stops quietly on SIGTERM (the run ended in time).
+bb_guard() {
+	trap 'kill "$_sleeper" 2>/dev/null; exit 0' TERM
+	sleep "$3" &
+	_sleeper=$!
+	wait "$_sleeper"
+	: >"$4"
+	bb_threads "$1" "$2"
+	kill -TERM "$2" 2>/dev/null
+	sleep 5 &
+	_sleeper=$!
+	wait "$_sleeper"
+	kill -KILL "$2" 2>/dev/null
+}
+
+# bb_run TAG LIMIT COMMAND...: runs the VMM COMMAND (stdin /dev/null, stdout and stderr to bb_stamp through a
+# FIFO), at most LIMIT s, and prints BEGIN/LINE/MEM/END (and TAIL when it failed or hung).
+bb_run() {
+	_tag=$1 _limit=$2
+	shift 2
+	_fifo=$BB_DIR/$_tag.fifo _log=$BB_DIR/$_tag.log _flag=$BB_DIR/$_tag.hung _pidfile=$BB_DIR/$_tag.pid
+	rm -f "$_fifo" "$_flag" "$_pidfile"
+	: >"$_log"
+	mkfifo "$_fifo" || {
+		echo "BOOTBENCH-ERROR cannot make $_fifo"
+		return 1
+	}
+	# The reader first: the VMM's open of the FIFO then does not wait for awk to start.
+	bb_stamp "$_tag" "$_pidfile" "$_log" <"$_fifo" &
+	_stamper=$!
+	read -r _t0 _ </proc/uptime
+	echo "BOOTBENCH-BEGIN $_tag $_t0"
+	"$@" </dev/null >"$_fifo" 2>&1 &
+	_pid=$!
+	echo "$_pid" >"$_pidfile"
+	bb_guard "$_tag" "$_pid" "$_limit" "$_flag" &
+	_guard=$!
+	wait "$_pid"
+	_code=$?
+	read -r _t1 _ </proc/uptime
+	kill -TERM "$_guard" 2>/dev/null
+	wait "$_stamper"
+	_hung=0
+	[ -e "$_flag" ] && _hung=1
+	echo "BOOTBENCH-END $_tag $_t1 $_code $_hung"
+	if [ "$_code" != 0 ] || [ "$_hung" = 1 ]; then
+		tail -n 40 "$_log" | while IFS= read -r _line; do echo "BOOTBENCH-TAIL $_tag $_line"; done
+	fi
+	_report=$BB_DIR/$_tag.report.json
+	[ -s "$_report" ] && echo "BOOTBENCH-REPORT $_tag $(tr -d '\n' <"$_report")"
+	rm -f "$_fifo" "$_log" "$_flag" "$_pidfile" "$_report"
+}

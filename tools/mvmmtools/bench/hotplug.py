@@ -1,0 +1,154 @@
+"""boot-bench --hotplug-cycles N: disk hot-plug as a workload for the trim policies (issue 27).
+
+In ONE test host boot (or directly, where /dev/kvm runs standard guests), one guest per variant runs
+guest-images/scripts/hotplug (eject mode: the guest powers each slot off itself once it has written and read the
+disk), while tools/mvmmtools/bench/hotplug_cycles.sh adds and waits out N disks beside it: mvmm once per trim policy
+(--root-ports 2, add-disk over its socket), and QEMU on the same layout (two pcie-root-ports, native PCIe hot-plug,
+blockdev-add + device_add over QMP). Every add and release rebuilds the VMM's address space, freeing the old view
+through RCU: the trigger the trim policies are about. Per variant: the cycle time (median, p90), heap Rss and RSS
+after the warm-up and at the end, open fds, and for mvmm the trims and trim time its policy made over the cycles."""
+
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mvmmtools import REPO
+from mvmmtools.bench.guest_config import GUEST_CPUS, GUEST_MEMORY
+from mvmmtools.bench.runner import SetupError, guest_image, quote
+from mvmmtools.say import say
+from mvmmtools.testhost import PEER_QEMU, direct_kvm_usable
+from mvmmtools.testhost.vm import HostConfig, TestHost
+
+CYCLES_SCRIPT = Path(__file__).resolve().parent / "hotplug_cycles.sh"
+MVMM_CTL = REPO / "build" / "tools" / "mvmm-ctl"
+HP_DIR = "/tmp/hotplug-bench"
+PER_CYCLE_LIMIT = 60  # s a cycle may take in the test host before the run counts as hung
+
+
+def guest_words(cycles):
+    cmdline = f"console=ttyS0 quiet mvmm.script=hotplug mvmm.cycles={cycles}"
+    return guest_image("kernel"), guest_image("guest_initrd"), cmdline
+
+
+def mvmm_words(cycles, policy):
+    kernel, initrd, cmdline = guest_words(cycles)
+    return ["--kernel", kernel, "--initrd", initrd, "--cmdline", cmdline, "--memory", GUEST_MEMORY,
+            "--cpus", str(GUEST_CPUS), "--root-ports", "2", "--trim-policy", policy,
+            "--api-socket", f"/tmp/hotplug-{policy}.sock"]
+
+
+def qemu_words(cycles):
+    kernel, initrd, cmdline = guest_words(cycles)
+    return ["-m", GUEST_MEMORY, "-smp", str(GUEST_CPUS), "-nic", "none", "-kernel", kernel, "-initrd", initrd,
+            "-append", cmdline,
+            # q35's default since QEMU 6.1 is ACPI hot-plug; mvmm's slots are native PCIe ones.
+            "-global", "ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off",
+            "-device", "pcie-root-port,id=rp0,chassis=1,bus=pcie.0,addr=0x2.0",
+            "-device", "pcie-root-port,id=rp1,chassis=2,bus=pcie.0,addr=0x3.0",
+            "-qmp", "unix:/tmp/hotplug-qemu.qmp,server=on,wait=off"]
+
+
+def script(cycles, policies, qemu, ctl, direct):
+    """The busybox sh script that runs every variant in turn."""
+    limit = 120 + PER_CYCLE_LIMIT * cycles
+    exec_ = "exec" if direct else "hostvm_exec"
+    lines = [f"MVMM_CTL={shlex.quote(str(ctl))}", f"HP_DIR={HP_DIR}", 'mkdir -p "$HP_DIR"',
+             'for d in 0 1; do dd if=/dev/zero of="$HP_DIR/d$d.img" bs=1M count=0 seek=16 2>/dev/null; done']
+    runs = [(f"mvmm-{p}", f'"$MVMM" {quote(mvmm_words(cycles, p))}', "mvmm", f"/tmp/hotplug-{p}.sock")
+            for p in policies]
+    if qemu:
+        runs.append(("qemu", f"$PEER_QEMU {quote(qemu_words(cycles))}", "qemu", "/tmp/hotplug-qemu.qmp"))
+    for name, command, vmm, socket in runs:
+        lines += [f'echo "HP-BENCH-BEGIN {name}"', f"MVMM_LOG=/tmp/hotplug-{name}.log",
+                  f'(sleep 0; {exec_} timeout -s KILL {limit} {command}) >"$MVMM_LOG" 2>&1 & vmm=$!',
+                  "sleep 1", f"HP_VMM={vmm}; HP_SOCKET={socket}; HP_CYCLES={cycles}; HP_MODE=eject",
+                  CYCLES_SCRIPT.read_text(),
+                  # The guest waits for the host to end the VM (guest-images/scripts/hotplug).
+                  'until grep -q "MVMM-MARK hotplug-done" "$MVMM_LOG"; do sleep 0.1; done',
+                  'if [ "$HP_VMM" = qemu ]; then qmp quit; else ctl quit; fi >/dev/null',
+                  'wait $vmm; code=$?',
+                  'grep -a "exit stats" "$MVMM_LOG"', f'echo "HP-BENCH-END {name} $code"']
+    return "\n".join(lines) + "\n"
+
+
+def run(args):
+    """Runs the experiment; returns boot-bench's exit code."""
+    mvmm = Path(args.mvmm).resolve()
+    if not mvmm.is_file() or not MVMM_CTL.is_file():
+        raise SetupError(f"build mvmm and mvmm-ctl first (tools/build): {mvmm}, {MVMM_CTL}")
+    policies = args.trim_policies or ["off", "batch", "drain", "adaptive"]
+    direct = direct_kvm_usable()
+    text = script(args.hotplug_cycles, policies, not args.no_qemu, MVMM_CTL, direct)
+    timeout = 600 + (len(policies) + 1) * (120 + PER_CYCLE_LIMIT * args.hotplug_cycles)
+    say(f"hot-plug: {args.hotplug_cycles} cycles x {len(policies)} policies"
+        f"{'' if args.no_qemu else ' + QEMU'} in one {'direct run' if direct else 'test host boot'}")
+    with tempfile.NamedTemporaryFile("w", prefix="hotplug-bench.", suffix=".sh") as f:
+        f.write(text)
+        f.flush()
+        if direct:
+            env = dict(os.environ, MVMM=str(mvmm), PEER_QEMU=" ".join(PEER_QEMU))
+            p = subprocess.run(["sh", f.name], capture_output=True, text=True, errors="replace", env=env,
+                               timeout=timeout)
+            out, code = p.stdout + p.stderr, p.returncode
+        else:
+            output = []
+            host = TestHost(HostConfig(script=f.name, mvmm=mvmm, peer_qemu=not args.no_qemu,
+                                       files=tuple(str(guest_image(n)) for n in ("kernel", "guest_initrd")),
+                                       binaries=(str(MVMM_CTL),), cpus=args.host_cpus, timeout=timeout))
+            code = host.run(output.append)
+            out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "hotplug-console.txt").write_text(out)
+    results = parse(out)
+    table = summary(results, args.hotplug_cycles)
+    print(table)
+    if args.out:
+        (args.out / "hotplug-summary.txt").write_text(table + "\n")
+    bad = [name for name, r in results.items() if r["code"] != 0 or len(r["cycles"]) != args.hotplug_cycles]
+    if bad or not results:
+        say(f"failed variants: {bad or 'all'} (test host exit {code}); console in --out")
+        return 1
+    return 0
+
+
+def parse(out):
+    """{variant: {"code": int, "cycles": [{key: int}], "exit_stats": {key: value}}} from the console."""
+    results = {}
+    for m in re.finditer(r"HP-BENCH-BEGIN (\S+)\r?\n(.*?)HP-BENCH-END \1 (\d+)", out, re.S):
+        body = m.group(2)
+        rows = [{k: int(v) for k, v in (kv.split("=", 1) for kv in c.group(1).split())}
+                for c in re.finditer(r"HP-CYCLE (.*)", body)]
+        stats = re.search(r"exit stats: (.*)", body)
+        results[m.group(1)] = {"code": int(m.group(3)), "cycles": rows,
+                               "exit_stats": dict(kv.split("=", 1) for kv in stats.group(1).split()) if stats
+                               else {}}
+    return results
+
+
+def summary(results, cycles):
+    """One line per variant over the cycles after a warm-up of a tenth of them."""
+    warm = max(1, cycles // 10)
+    head = (f"hot-plug cycles: {cycles} per variant, figures after {warm} warm-up cycles\n"
+            f"{'variant':16} {'done':>5} {'median ms':>9} {'p90 ms':>7} {'heap KiB':>15} {'RSS KiB':>15} "
+            f"{'fds':>7} {'trims':>6} {'trim ms':>8} {'as rebuilds':>11}")
+    lines = [head]
+    for name, r in results.items():
+        rows = r["cycles"][warm:] or r["cycles"]
+        if not rows:
+            lines.append(f"{name:16} {0:>5}   (exit code {r['code']})")
+            continue
+        ms = sorted(x["ms"] for x in rows)
+        p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+        span = lambda key: f"{rows[0][key]}->{rows[-1][key]}"
+        trims = rows[-1]["trims"] - rows[0]["trims"] if rows[-1]["trims"] >= 0 else None
+        trim_ms = (rows[-1]["trim_ns"] - rows[0]["trim_ns"]) / 1e6 if rows[-1]["trim_ns"] >= 0 else None
+        lines.append(f"{name:16} {len(r['cycles']):>5} {statistics.median(ms):>9.0f} {p90:>7} "
+                     f"{span('heap_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
+                     f"{'n/a' if trims is None else trims:>6} {'n/a' if trim_ms is None else f'{trim_ms:.1f}':>8} "
+                     f"{r['exit_stats'].get('as_rebuilds', 'n/a'):>11}")
+    return "\n".join(lines)

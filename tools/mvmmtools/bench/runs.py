@@ -1,0 +1,175 @@
+"""One boot of a benchmark as the test host side (boot_bench_runner.sh) reports it: the runner's BOOTBENCH-* lines
+turned into Runs (Collector), each with its times, memory, exit stats, mvmm's --report and the guest's I/O
+results."""
+
+import collections
+import json
+import re
+import time
+from dataclasses import dataclass, field
+
+from mvmmtools.say import say
+
+IO_WORKLOADS = ("randread", "seqread")  # what the guest's io-bench script runs, in order
+
+
+# --- one run's figures ------------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    tag: str
+    phase: str  # "w" warm-up, "r" measured
+    rep: int
+    variant: str
+    begin: float = None  # test host uptime at exec
+    end: float = None  # at exit
+    code: int = None
+    hung: bool = False
+    lines: list = field(default_factory=list)  # [(uptime, text)] of the lines that matter
+    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib (from /proc at the poweroff or io-done marker)
+    memory: dict = field(default_factory=dict)
+    exit_stats: dict = field(default_factory=dict)
+    report: dict = None  # mvmm's --report document
+    tail: list = field(default_factory=list)  # a hung VMM's threads, a failed run's last output lines
+
+    def since_exec(self, pattern, last=False):
+        hits = [t for t, text in self.lines if re.search(pattern, text)]
+        return None if not hits else round((hits[-1] if last else hits[0]) - self.begin, 3)
+
+    def guest_clock_start(self):
+        """When the guest's uptime clock read 0, in s from exec: the init marker's stamp minus the uptime it
+        prints. Splits the time before the guest kernel's clock starts (VMM set-up, firmware, decompression)
+        from the kernel's own boot; it mixes two clocks, so it is an estimate."""
+        for t, text in self.lines:
+            m = re.search(r"MVMM-MARK init ([\d.]+)", text)
+            if m:
+                return round(t - float(m.group(1)) - self.begin, 3)
+        return None
+
+    def disks_seen(self):
+        return sum(1 for _, text in self.lines if "MVMM-MARK disk " in text)
+
+    def io_results(self):
+        """{workload: {key: value}} from the guest's `MVMM-MARK io` lines (guest-images/scripts/io-bench)."""
+        found = {}
+        for _, text in self.lines:
+            m = re.search(r"MVMM-MARK io \S+ (.*)", text)
+            if m:
+                values = key_values(m.group(1))
+                found[values.get("workload")] = values
+        return found
+
+    def figures(self, disks):
+        """{metric: value or None}: the times in s from exec, the memory in KiB, the guest's I/O rates."""
+        io = self.io_results()
+        marker = lambda name: rf"MVMM-MARK {name} "
+        hwm, guest = self.memory.get("hwm_kib"), self.memory.get("guest_kib")
+        return {
+            "first_kvm_run_s": self.since_exec(r"first KVM_RUN"),
+            "guest_clock_start_s": self.guest_clock_start(),
+            "init_s": self.since_exec(marker("init")),
+            "all_disks_s": self.since_exec(marker("disk") if disks else marker("cpus"), last=True),
+            "exit_s": None if self.end is None else round(self.end - self.begin, 3),
+            "io_done_s": self.since_exec(marker("io-done")),
+            "peak_rss_kib": hwm,
+            "guest_ram_rss_kib": guest,
+            "beyond_guest_kib": hwm - guest if hwm is not None and guest is not None else None,
+            "heap_rss_kib": self.memory.get("heap_rss_kib"),
+            "heap_size_kib": self.memory.get("heap_size_kib"),
+            **{f"stats_{k}": v for k, v in self.exit_stats.items()},
+            **{f"{w}_{k}": io.get(w, {}).get(k) for w in IO_WORKLOADS for k in ("iops", "mib_s")},
+        }
+
+    def problems(self, disks, markers=True, io=False):
+        """What went wrong; markers=False: a guest that prints no MVMM-MARK lines (only its exit counts); io: the
+        guest must report every workload of IO_WORKLOADS, with reads done, none failed and all data matching."""
+        found = []
+        if self.hung:
+            found.append("hung (killed at its time limit)")
+        elif self.code is None:
+            found.append("not started (the test host ended before)" if self.begin is None else
+                         "did not finish: the test host hung or ended during this run")
+        elif self.code != 0:
+            found.append(f"exit code {self.code}")
+        if not markers:
+            return found
+        if self.code is not None and self.disks_seen() != disks:
+            found.append(f"guest saw {self.disks_seen()} of {disks} disks")
+        if self.code is not None and self.since_exec(r"MVMM-MARK init ") is None:
+            found.append("no init marker")
+        return found + (self.io_problems() if io and self.code is not None else [])
+
+    def io_problems(self):
+        found, results = [], self.io_results()
+        for w in IO_WORKLOADS:
+            r = results.get(w)
+            if r is None:
+                found.append(f"no {w} result")
+            elif r.get("failed") or r.get("errors") or r.get("mismatches") or not (r.get("iops") or 0) > 0:
+                found.append(f"{w}: iops={r.get('iops')} errors={r.get('errors')} mismatches={r.get('mismatches')}")
+        if not self.memory.get("guest_kib"):
+            found.append("no guest RAM in the memory read at io-done (the VMM was gone or exiting)")
+        return found
+
+
+def key_values(text):
+    values = {}
+    for word in text.split():
+        k, sep, v = word.partition("=")
+        if sep:
+            values[k] = int(v) if re.fullmatch(r"-?\d+", v) else float(v) if re.fullmatch(r"-?\d+\.\d*", v) \
+                else None if v == "n/a" else v
+    return values
+
+
+class Collector:
+    """Turns the runner's BOOTBENCH-* lines into Runs; calls on_end(run) when a run ends."""
+
+    def __init__(self, runs, on_end=None):
+        self.runs = {r.tag: r for r in runs}
+        self.order = [r.tag for r in runs]
+        self.on_end = on_end or (lambda run: None)
+        self.last_progress = time.monotonic()  # the latest BOOTBENCH line
+        self.errors = []
+        self.console = collections.deque(maxlen=40)  # the test host's other lines (its kernel, its shell)
+
+    def line(self, text):
+        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT) (.*)", text.rstrip("\r"))
+        if not m:
+            self.console.append(text.rstrip("\r"))
+            return
+        kind, rest = m.groups()
+        self.last_progress = time.monotonic()
+        if kind == "ERROR":
+            self.errors.append(rest)
+            say(f"test host: {rest}")
+            return
+        tag, _, rest = rest.partition(" ")
+        run = self.runs.get(tag)
+        if run is None:
+            return
+        if kind == "BEGIN":
+            run.begin = float(rest)
+        elif kind == "LINE":
+            at, _, what = rest.partition(" ")
+            run.lines.append((float(at), what))
+            stats = re.search(r"exit stats:(.*)", what)
+            if stats:
+                run.exit_stats = key_values(stats.group(1))
+        elif kind == "MEM":
+            run.memory = key_values(rest)
+        elif kind == "REPORT":
+            try:
+                run.report = json.loads(rest)
+            except ValueError as e:
+                run.tail.append(f"unreadable --report document ({e})")
+        elif kind in ("THREAD", "TAIL"):  # a hung VMM's threads before END, a failed run's output after it
+            run.tail.append(rest if kind == "TAIL" else f"thread {rest}")
+            say(f"  {run.tag}> {run.tail[-1]}")
+        else:
+            at, code, hung = rest.split()
+            run.end, run.code, run.hung = float(at), int(code), hung == "1"
+            self.on_end(run)
+
+    def ordered(self):
+        return [self.runs[t] for t in self.order]
