@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mvmmtools import REPO  # noqa: F401 (for the tests)
 from mvmmtools.images.build import get as guest_image
-from mvmmtools.testhost import EXIT_HUNG, boot_mode, disk_device
+from mvmmtools.testhost import EXIT_HUNG, PEER_QEMU, boot_mode, disk_device
 from mvmmtools.testhost.vm import HostConfig, TestHost
 
 SKIP = 77  # meson's exit code for a skipped test
@@ -55,6 +55,9 @@ class Run:
     # In the test host, only what mvmm flushed reaches the disk_images' files (see FLUSHED_ONLY). Directly on
     # this host the page cache shows unflushed writes in the files anyway: there a flush cannot be seen.
     flushed_only: bool = False
+    # Run Debian's QEMU (mvmmtools.testhost.PEER_QEMU: -accel kvm -M q35 -cpu host -nographic -no-reboot) with these
+    # arguments instead of mvmm, as the peer a test compares mvmm's guest-visible behaviour with.
+    peer_qemu: bool = False
     run_timeout: int = None  # s mvmm may run in the test host before it is killed as hung (default RUN_TIMEOUT)
     # Where mvmm runs in the test host: more files copied in at their paths (what the arguments name is copied
     # anyway; e.g. qcow2 backing files), and programs copied in with their libraries (for `after`).
@@ -90,7 +93,8 @@ def run_all(runs, timeout=600):
                     f.truncate(size)
             with reserved_hugepages(r.hugepages), tempfile.NamedTemporaryFile("w+") as log, \
                     tempfile.NamedTemporaryFile("w+") as messages:
-                p = subprocess.Popen([mvmm, *r.args], stdout=log, stderr=messages)
+                program = PEER_QEMU if r.peer_qemu else [mvmm]
+                p = subprocess.Popen([*program, *r.args], stdout=log, stderr=messages)
                 if r.companion:
                     env = dict(os.environ, MVMM_CTL=mvmm_ctl_binary(), MVMM_LOG=log.name, MVMM_PID=str(p.pid))
                     r.companion_output = subprocess.run(["sh", "-c", r.companion], env=env, capture_output=True,
@@ -148,7 +152,8 @@ def _run_in_hostvm(mvmm, runs, timeout):
             lines.append(f"echo {r.hugepages} > {NR_HUGEPAGES}")
         if r.flushed_only:
             lines += FLUSHED_ONLY + [HOLD_OPEN.format(device[img]) for img in r.disk_images]
-        command = f'timeout -s KILL {r.run_timeout or RUN_TIMEOUT} "$MVMM" {" ".join(shlex.quote(w) for w in words)}'
+        program = "$PEER_QEMU" if r.peer_qemu else '"$MVMM"'
+        command = f'timeout -s KILL {r.run_timeout or RUN_TIMEOUT} {program} {" ".join(shlex.quote(w) for w in words)}'
         lines.append(f'echo "MVMM-RUN-BEGIN {i}"')
         if r.companion:
             files.add(mvmm_ctl_binary())
@@ -169,7 +174,7 @@ def _run_in_hostvm(mvmm, runs, timeout):
         script.flush()
         host = TestHost(HostConfig(mvmm=mvmm, script=script.name, disk_images=tuple(images),
                                    files=tuple(sorted(files)), binaries=tuple(sorted(binaries)),
-                                   timeout=timeout))
+                                   timeout=timeout, peer_qemu=any(r.peer_qemu for r in runs)))
         code = host.run(output.append)
     out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
     if code == EXIT_HUNG:

@@ -80,10 +80,10 @@ Answer block_device_characteristics() {
 }
 
 Answer logical_block_provisioning(const LunInfo& lun) {
-    // LBPU and LBPWS: UNMAP, and WRITE SAME(16) with UNMAP; thin provisioned.  LBPRZ stays 0:
-    // where the host cannot punch holes, unmapped blocks keep their data.
+    // LBPU, LBPWS and LBPWS10: UNMAP, and WRITE SAME(16) and (10) with UNMAP; thin provisioned.
+    // LBPRZ stays 0: where the host cannot punch holes, unmapped blocks keep their data.
     Answer page = vpd(0xb2);
-    page.append(std::array<uint8_t, 4>{0, uint8_t(lun.read_only ? 0 : 0xc0),
+    page.append(std::array<uint8_t, 4>{0, uint8_t(lun.read_only ? 0 : 0xe0),
                                        uint8_t(lun.read_only ? 0 : 2), 0});
     end_vpd(page);
     return page;

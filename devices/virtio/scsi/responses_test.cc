@@ -70,7 +70,7 @@ TEST(Vpd, LimitsAndProvisioningFollowTheReadOnlyFlag) {
     EXPECT_EQ(be(vpd_page(0xb0, kReadOnly, kIdentity), 20, 4), 0u) << "no UNMAP";
     EXPECT_EQ(be(vpd_page(0xb1, kLun, kIdentity), 4, 2), 1u) << "not rotating";
     const auto provisioning = vpd_page(0xb2, kLun, kIdentity);
-    EXPECT_EQ(provisioning[5] & 0xc0, 0xc0) << "LBPU, LBPWS";
+    EXPECT_EQ(provisioning[5] & 0xe0, 0xe0) << "LBPU, LBPWS, LBPWS10";
     EXPECT_EQ(provisioning[6] & 7, 2) << "thin";
     EXPECT_EQ(vpd_page(0xb2, kReadOnly, kIdentity)[5], 0);
 }

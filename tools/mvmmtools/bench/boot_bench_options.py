@@ -21,7 +21,8 @@ What it measures, per boot (the README's "Benchmarks" has the whole list):
   QEMU: mvmm's first KVM_RUN (its debug line), the guest's `MVMM-MARK init`, the last `disk` marker (all disks),
   the exit; and the phases between them (setup, kernel, disks, shutdown, total), which the gate checks;
 - memory from /proc/<pid> at the guest's poweroff marker (--io: its io-done marker), the same way for both VMMs:
-  VmHWM, guest RAM's Rss (the largest mapping), the peak beyond guest RAM, and the [heap] mapping's Rss and Size;
+  VmHWM, guest RAM's Rss (the largest mapping), the peak beyond guest RAM, the [heap] mapping's Rss and Size
+  (glibc's main arena) and the Rss of glibc's thread arenas (64 MiB-aligned reservations);
 - mvmm's own --report document (phase timestamps in ns, heap after the disks and at exit, trims, RCU,
   address-space rebuilds, VM exits by kind and device), kept whole per boot in the JSON; the gate checks its
   set-up steps too (start -> RAM ready -> devices ready -> guest loaded -> first KVM_RUN).

@@ -8,10 +8,13 @@
 #   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
 #                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
 #                                                the uptime at which awk read it
-#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N
+#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N arena_rss_kib=N
+#                 arena_size_kib=N arenas=N
 #                                                read when the guest printed its poweroff marker, or the line
-#                                                $BB_MEM_AT matches (the VMM is still running): VmHWM, the Rss of the VMM's largest mapping (guest
-#                                                RAM) with that mapping's size, and its [heap] mapping's Rss and Size
+#                                                $BB_MEM_AT matches (the VMM is still running): VmHWM, the Rss of
+#                                                the VMM's largest mapping (guest RAM) with that mapping's size, its
+#                                                [heap] mapping's Rss and Size (glibc's main arena), and the Rss
+#                                                and Size of glibc's other arenas (those of threads that malloc)
 #   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
 #   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
 #                                                per thread of a VMM that hangs, before it is killed: where each
@@ -22,6 +25,8 @@
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
+# Where the VMM's /proc/<pid> is read (a test points it at a recorded smaps).
+BB_PROC=${BB_PROC:-/proc}
 # The guest's line at which the VMM's memory is read (boot-bench --io: the io-bench script's io-done marker, after
 # which the guest idles a moment; at the poweroff marker a VMM that exits fast may have unmapped guest RAM already).
 BB_MEM_AT=${BB_MEM_AT:-MVMM-MARK poweroff}
@@ -82,37 +87,67 @@ bb_hugepages() {
 # as BOOTBENCH-LINE and, at the line $BB_MEM_AT matches, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
 # once the VMM started). One awk process: no fork per line.
 bb_stamp() {
-	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" '
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" -v proc="$BB_PROC" '
 	function uptime(  line, f) {
 		getline line < "/proc/uptime"
 		close("/proc/uptime")
 		split(line, f, " ")
 		return f[1]
 	}
-	function mem(  pid, line, f, n, path, hwm, size, best, guest, name, heap_rss, heap_size) {
+	# Whether a hex address is a multiple of 64 MiB (0x4000000), glibc'"'"'s HEAP_MAX_SIZE on 64-bit: as a
+	# string, since busybox awk has no 64-bit hex arithmetic.
+	function heap_aligned(address,  n) {
+		n = length(address)
+		return n > 7 && substr(address, n - 5) == "000000" && index("048c", substr(address, n - 6, 1)) > 0
+	}
+	# glibc'"'"'s arenas beside the main one ([heap]): each is a 64 MiB-aligned reservation of 64 MiB, anonymous,
+	# read-write as far as it grew and PROT_NONE (---p) after. Sums their Rss and Size.
+	function arenas(count,  i) {
+		arena_rss = arena_size = arena_count = 0
+		for (i = 1; i <= count; i++) {
+			if (!anon[i] || perms[i] != "rw-p" || !heap_aligned(first[i])) continue
+			if (msize[i] != 65536 && !(i < count && anon[i + 1] && perms[i + 1] == "---p" &&
+					first[i + 1] == last[i] && msize[i] + msize[i + 1] == 65536)) continue
+			arena_rss += mrss[i]
+			arena_size += msize[i]
+			arena_count++
+		}
+	}
+	function mem(  pid, line, f, a, n, m, path, hwm, size, best, guest, name, heap_rss, heap_size) {
 		getline pid < pidfile
 		close(pidfile)
 		hwm = "n/a"
-		path = "/proc/" pid "/status"
+		path = proc "/" pid "/status"
 		while ((getline line < path) > 0)
 			if (line ~ /^VmHWM:/) { split(line, f, " "); hwm = f[2] }
 		close(path)
 		best = -1
 		guest = "n/a"
-		path = "/proc/" pid "/smaps"
-		heap_rss = heap_size = 0
+		path = proc "/" pid "/smaps"
+		heap_rss = heap_size = m = 0
 		while ((getline line < path) > 0) {
 			n = split(line, f, " ")
-			if (f[1] ~ /^[0-9a-f]+-[0-9a-f]+$/) name = f[n]
-			else if (f[1] == "Size:") { size = f[2] + 0; if (name == "[heap]") heap_size += size }
+			if (f[1] ~ /^[0-9a-f]+-[0-9a-f]+$/) {
+				name = n > 5 ? f[n] : ""
+				split(f[1], a, "-")
+				m++
+				first[m] = a[1]
+				last[m] = a[2]
+				perms[m] = f[2]
+				anon[m] = n == 5 && f[5] == "0"
+				msize[m] = mrss[m] = 0
+			} else if (f[1] == "Size:") { size = msize[m] = f[2] + 0; if (name == "[heap]") heap_size += size }
 			else if (f[1] == "Rss:") {
+				mrss[m] = f[2] + 0
 				if (size > best) { best = size; guest = f[2] }
 				if (name == "[heap]") heap_rss += f[2]
 			}
 		}
 		close(path)
+		arenas(m)
 		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best \
-			" heap_rss_kib=" heap_rss " heap_size_kib=" heap_size
+			" heap_rss_kib=" heap_rss " heap_size_kib=" heap_size " arena_rss_kib=" arena_rss \
+			" arena_size_kib=" arena_size " arenas=" arena_count
 		fflush()
 	}
 	{

@@ -68,7 +68,8 @@ def script(cycles, policies, qemu, ctl, direct):
                   "sleep 1", f"HP_VMM={vmm}; HP_SOCKET={socket}; HP_CYCLES={cycles}; HP_MODE=eject",
                   CYCLES_SCRIPT.read_text(),
                   # The guest waits for the host to end the VM (guest-images/scripts/hotplug).
-                  'until grep -q "MVMM-MARK hotplug-done" "$MVMM_LOG"; do sleep 0.1; done',
+                  'until grep -q "MVMM-MARK hotplug-done" "$MVMM_LOG"; do kill -0 $vmm 2>/dev/null || break; '
+                  'sleep 0.1; done',
                   'if [ "$HP_VMM" = qemu ]; then qmp quit; else ctl quit; fi >/dev/null',
                   'wait $vmm; code=$?',
                   'grep -a "exit stats" "$MVMM_LOG"', f'echo "HP-BENCH-END {name} $code"']
@@ -134,7 +135,8 @@ def summary(results, cycles):
     """One line per variant over the cycles after a warm-up of a tenth of them."""
     warm = max(1, cycles // 10)
     head = (f"hot-plug cycles: {cycles} per variant, figures after {warm} warm-up cycles\n"
-            f"{'variant':16} {'done':>5} {'median ms':>9} {'p90 ms':>7} {'heap KiB':>15} {'RSS KiB':>15} "
+            f"{'variant':16} {'done':>5} {'median ms':>9} {'p90 ms':>7} {'heap KiB':>15} {'malloc KiB':>15} "
+            f"{'RSS KiB':>15} "
             f"{'fds':>7} {'trims':>6} {'trim ms':>8} {'as rebuilds':>11}")
     lines = [head]
     for name, r in results.items():
@@ -148,7 +150,7 @@ def summary(results, cycles):
         trims = rows[-1]["trims"] - rows[0]["trims"] if rows[-1]["trims"] >= 0 else None
         trim_ms = (rows[-1]["trim_ns"] - rows[0]["trim_ns"]) / 1e6 if rows[-1]["trim_ns"] >= 0 else None
         lines.append(f"{name:16} {len(r['cycles']):>5} {statistics.median(ms):>9.0f} {p90:>7} "
-                     f"{span('heap_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
+                     f"{span('heap_kib'):>15} {span('malloc_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
                      f"{'n/a' if trims is None else trims:>6} {'n/a' if trim_ms is None else f'{trim_ms:.1f}':>8} "
                      f"{r['exit_stats'].get('as_rebuilds', 'n/a'):>11}")
     return "\n".join(lines)

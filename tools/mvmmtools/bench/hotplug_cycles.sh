@@ -8,6 +8,8 @@
 #            bars=<PCI BAR regions in mvmm's MMIO space; -1 for QEMU> fds=<the VMM's open fds> rss_kib=<VmRSS>
 #            vmm_rss_kib=<Rss beyond guest RAM (the largest mapping)> heap_kib=<[heap] Rss>
 #            trims=<mvmm's by its policy; -1 for QEMU> trim_ns=<their time; -1 for QEMU>
+#            malloc_kib=<what glibc malloc holds in all its arenas and mmap'ed blocks, mallinfo2's arena + hblkhd
+#                        from mvmm's query-memory; -1 for QEMU>
 # HP_VMM=mvmm (default): HP_SOCKET is its --api-socket; add-disk, remove-disk, and query-disks until the disk is
 # gone (flushed and closed). HP_VMM=qemu: HP_SOCKET is QEMU's QMP socket; blockdev-add and device_add into
 # pcie-root-port rp0, then blockdev-del until it succeeds (the device is gone and the image closed).
@@ -32,13 +34,17 @@ if [ "${HP_VMM:-mvmm}" = qemu ]; then
 			{ qmp blockdev-del "node-name=n$i" >/dev/null; return 1; }
 	}
 	remove() { qmp device_del "id=v$i" >/dev/null; }
+	# A refused add is retried: the port may still hold the last disk.
+	transient() { true; }
 	present() { ! qmp blockdev-del "node-name=n$i" >/dev/null; }
-	counters() { echo "bars=-1 trims=-1 trim_ns=-1"; }
+	counters() { echo "bars=-1 trims=-1 trim_ns=-1 malloc_kib=-1"; }
 else
 	pid=${MVMM_PID:-$(pidof mvmm)}
 	add() { reply=$(ctl add-disk "path=$HP_DIR/d$((i % 2)).img" "serial=hotplug$i") && id=$(echo "$reply" |
 		sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); }
 	remove() { ctl remove-disk "id=$id" >/dev/null; }
+	# Only a port still being emptied is worth another try; any other refusal ends the run at once.
+	transient() { case $reply in *"no free hot-pluggable root port"*) true ;; *) false ;; esac; }
 	# 0: the disk is there; 1: it is gone; 2: query-disks failed ($disks says why).
 	present() {
 		disks=$(ctl query-disks 2>&1) || return 2
@@ -47,8 +53,11 @@ else
 	counters() {
 		memory=$(ctl query-memory 2>&1) || { echo "query-memory failed: $memory"; return 1; }
 		by_policy=$(echo "$memory" | sed 's/.*"by_policy":{\([^}]*\)}.*/\1/')
+		# "malloc": null when mvmm's allocator is not glibc's.
+		arena=$(echo "$memory" | field arena) hblkhd=$(echo "$memory" | field hblkhd)
 		echo "bars=$(echo "$disks" | field bar_regions) trims=$(echo "$by_policy" | field trims)" \
-			"trim_ns=$(echo "$by_policy" | field time_ns)"
+			"trim_ns=$(echo "$by_policy" | field time_ns)" \
+			"malloc_kib=$([ -n "$arena$hblkhd" ] && echo $(((arena + hblkhd) / 1024)) || echo -1)"
 	}
 fi
 # Disks added before the guest's script looks would be found at boot, not hot-plugged.
@@ -58,8 +67,10 @@ while [ "$i" -lt "$HP_CYCLES" ]; do
 	start=$(now_ms)
 	retries=0
 	until add; do
+		kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; break 2; }
+		transient || { echo "HP-ERROR i=$i the disk could not be added: $reply"; break 2; }
 		retries=$((retries + 1))
-		[ $retries -lt 500 ] || { echo "HP-ERROR i=$i the disk could not be added"; break 2; }
+		[ $retries -lt 500 ] || { echo "HP-ERROR i=$i the disk could not be added: $reply"; break 2; }
 		sleep 0.02
 	done
 	until grep -q "hotplug-ready [0-9.]* i=$i " "$MVMM_LOG"; do

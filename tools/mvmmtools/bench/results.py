@@ -23,7 +23,8 @@ SETUP = [("r_ram_s", "start -> RAM ready"), ("r_devices_s", "RAM -> devices read
          ("r_load_s", "devices -> guest loaded"), ("r_start_s", "guest loaded -> first KVM_RUN")]
 # KiB, read from /proc/<pid> at the guest's poweroff marker, the same way for mvmm and QEMU.
 MEMORY = [("peak_rss_kib", "peak RSS"), ("beyond_guest_kib", "beyond guest RAM"), ("heap_rss_kib", "heap Rss"),
-          ("heap_size_kib", "heap size")]
+          ("heap_size_kib", "heap size"), ("arena_rss_kib", "thread arenas Rss"),
+          ("malloc_rss_kib", "malloc Rss (heap + arenas)")]
 # From mvmm's --report (mvmm only).
 REPORT = [("r_first_kvm_run_ms", "first KVM_RUN ms"), ("r_first_serial_byte_ms", "first serial byte ms"),
           ("r_heap_after_disks_kib", "heap after disks KiB"), ("r_heap_exit_kib", "heap at exit KiB"),
@@ -37,8 +38,8 @@ IO = [("randread_iops", "4K random read IOPS"), ("randread_mib_s", "4K random re
       ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s"),
       ("workload_s", "init -> io-done s")]
 GATED = [k for k, _ in SEGMENTS if k != "to_init_s"] + [k for k, _ in SETUP]
-RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib"]
-IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib"]
+RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
+IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
 LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO)
 
 
@@ -169,6 +170,25 @@ def paired_sets(records, pairs, metrics):
                            "kind": "paired", "pairs": values}
 
 
+def format_sets(records, metrics):
+    """qcow2 against raw (boot-bench --disk-format raw,qcow2): each variant's figures on qcow2 overlays and on raw
+    disks in the same round, from the two configurations that differ only by the disks' format."""
+    by_round = rounds(records)
+    for config in names(records, "config"):
+        parts = config.split(", ")
+        if "qcow2" not in parts:
+            continue
+        raw = ", ".join("raw" if p == "qcow2" else p for p in parts)
+        for variant in names([r for r in records if r["config"] == config], "variant"):
+            for metric in metrics:
+                values = [(v[variant].get(metric), by_round[(raw, rep)][variant].get(metric))
+                          for (c, rep), v in sorted(by_round.items())
+                          if c == config and variant in v and variant in by_round.get((raw, rep), {})]
+                if any(a and b for a, b in values):
+                    yield {"config": config, "subject": f"{variant} qcow2", "reference": f"{variant} raw",
+                           "metric": metric, "kind": "paired", "pairs": values}
+
+
 def normalized(records, variant, config, metric, by="qemu"):
     """A variant's metric per round, divided by QEMU's total time in the same round (a yardstick for the test
     host's speed that cancels between runs); absolute values when `by` is None."""
@@ -211,10 +231,11 @@ def estimated(sets, level=stats.LEVEL):
 
 
 def ratios(records):
-    """mvmm/QEMU and B/A paired ratios of the times and memory figures (of the I/O rates and memory when the
-    guest ran the I/O workloads), at the default level."""
+    """mvmm/QEMU, B/A and qcow2/raw paired ratios of the times and memory figures (of the I/O rates and memory
+    when the guest ran the I/O workloads), at the default level."""
     metrics = IO_RATIO_METRICS if any(r.get("io") for r in records) else RATIO_METRICS + GATED
-    return estimated(paired_sets(records, ratio_pairs(names(records, "variant")), metrics))
+    return estimated([*paired_sets(records, ratio_pairs(names(records, "variant")), metrics),
+                      *format_sets(records, metrics)])
 
 
 def gate(records, threshold, baseline=None):

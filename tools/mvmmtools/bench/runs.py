@@ -26,7 +26,8 @@ class Run:
     code: int = None
     hung: bool = False
     lines: list = field(default_factory=list)  # [(uptime, text)] of the lines that matter
-    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib (from /proc at the poweroff or io-done marker)
+    # hwm_kib, guest_kib, mapping_kib, heap_rss_kib, heap_size_kib, arena_rss_kib, arena_size_kib, arenas (from
+    # /proc at the poweroff or io-done marker)
     memory: dict = field(default_factory=dict)
     exit_stats: dict = field(default_factory=dict)
     report: dict = None  # mvmm's --report document
@@ -76,6 +77,9 @@ class Run:
             "beyond_guest_kib": hwm - guest if hwm is not None and guest is not None else None,
             "heap_rss_kib": self.memory.get("heap_rss_kib"),
             "heap_size_kib": self.memory.get("heap_size_kib"),
+            "arena_rss_kib": self.memory.get("arena_rss_kib"),
+            # All of glibc's heap: the main arena ([heap]) and the arenas of the threads that malloc.
+            "malloc_rss_kib": _plus(self.memory.get("heap_rss_kib"), self.memory.get("arena_rss_kib")),
             **{f"stats_{k}": v for k, v in self.exit_stats.items()},
             **{f"{w}_{k}": io.get(w, {}).get(k) for w in IO_WORKLOADS for k in ("iops", "mib_s")},
         }
@@ -110,6 +114,10 @@ class Run:
         if not self.memory.get("guest_kib"):
             found.append("no guest RAM in the memory read at io-done (the VMM was gone or exiting)")
         return found
+
+
+def _plus(a, b):
+    return a + b if a is not None and b is not None else None
 
 
 def key_values(text):

@@ -39,7 +39,8 @@ def config_tables(config, variants, reps):
     for title, keys, scale, digits in (
             ("s from exec, median [min-max]", TIMES, 1, 2), ("phases, s", SEGMENTS, 1, 2),
             ("mvmm set-up from its --report, s", SETUP, 1, 3),
-            ("MiB at the poweroff marker (VmHWM, largest mapping = guest RAM, [heap] from smaps)", MEMORY,
+            ("MiB at the poweroff marker (VmHWM, largest mapping = guest RAM, [heap] and glibc's thread arenas "
+             "from smaps)", MEMORY,
              KIB_PER_MIB, 1),
             ("mvmm --report", REPORT, 1, 1)):
         rows = [[h] + [cell(m(v, k), scale, digits) for v in names] for k, h in keys if any(m(v, k) for v in names)]
@@ -56,13 +57,15 @@ def io_tables(config, variants, reps):
                                                   for k, scale, digits in columns] for v in variants]
     rates = [("init_s", 1, 2)] + [(k, 1, 1 if k.endswith("mib_s") else 2 if k.endswith("_s") else 0) for k, _ in IO]
     memory = [("peak_rss_kib", KIB_PER_MIB, 1), ("beyond_guest_kib", KIB_PER_MIB, 1),
-              ("heap_rss_kib", KIB_PER_MIB, 1), ("heap_size_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0),
+              ("heap_rss_kib", KIB_PER_MIB, 1), ("heap_size_kib", KIB_PER_MIB, 1), ("arena_rss_kib", KIB_PER_MIB, 1),
+              ("malloc_rss_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0),
               ("r_trim_ms", 1, 1), ("r_cache_resident_kib", KIB_PER_MIB, 1), ("r_cache_allocated_kib", KIB_PER_MIB, 1)]
     return ["", table(f"{config}: boot and I/O in the guest, median [min-max]",
                       ["variant", "exec -> init s"] + [h for _, h in IO], rows(rates)),
             "", table(f"{config}: at the end of the workload (MiB from /proc; trims and qcow2 caches at exit, "
                       "from mvmm's --report)",
-                      ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "trims", "trim ms",
+                      ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "arenas Rss",
+                       "malloc Rss", "trims", "trim ms",
                        "caches resident", "caches allocated"], rows(memory))]
 
 

@@ -64,18 +64,30 @@ def io_tool():
     return cached("io", key, make) / "mvmm-io"
 
 
+# The sg3_utils programs the guest runs (guest-images/scripts/sg-compare), from this host's Debian sg3-utils, with
+# the shared libraries they need (libsgutils2 and the C library, as ldd finds them here).
+SG3_PACKAGE = "sg3-utils"
+SG3_TOOLS = ["sg_dd", "sg_inq", "sg_luns", "sg_modes", "sg_opcodes", "sg_raw", "sg_readcap", "sg_requests",
+             "sg_reset", "sg_sync", "sg_turs", "sg_unmap", "sg_verify", "sg_vpd", "sg_wr_mode", "sg_write_same"]
+
+
 def guest_image(inputs):
     """The default guest's initramfs: /init with markers, modules, guest-images/scripts/ at /scripts, the I/O
-    workload tool (io_tool) at /bin/mvmm-io."""
+    workload tool (io_tool) at /bin/mvmm-io, and sg3_utils (SG3_TOOLS) at /usr/bin."""
     g, scripts = GUEST_IMAGES / "guest", GUEST_IMAGES / "scripts"
     tool = io_tool()
+    sg3_version = installed_version(SG3_PACKAGE)  # first: a clear error when it is missing
+    sg3 = [Path("/usr/bin") / name for name in SG3_TOOLS]
+    libs = sorted({f"{path}:{os.stat(real).st_size}" for t in sg3 for path, real in ldd_files(t)})
     key = digest(inputs.kernel_pkg, inputs.kernel_version, inputs.busybox_version, *COMMON, g, scripts,
-                 tool.parent.name)
+                 tool.parent.name, sg3_version, *libs)
 
     def add_scripts(archive):
         for f in sorted(scripts.iterdir()):
             archive.copy(f"/scripts/{f.name}", f, 0o755)
         archive.copy("/bin/mvmm-io", tool, 0o755)
+        for program in sg3:
+            add_binary(archive, program)
 
     def make(d):
         log(f"building the default guest's initramfs ({key})")
