@@ -39,6 +39,7 @@ struct Options {
     std::vector<std::string> devices{"blk"};
     std::vector<std::string> modes{"pool", "malloc", "calloc"};
     std::vector<std::string> aios{"io_uring", "threads"};  // blk's; scsi has one
+    bool cache_none = false;                               // blk's cache=none (O_DIRECT)
     std::vector<std::string> workloads{"rand4k", "seq64k"};
     uint16_t queues = 4;
     uint16_t depth = 32;
@@ -144,7 +145,9 @@ Sample run_once(const Options& options, const PatternImage& image, const std::st
                    .queues = options.queues,
                    .depth = options.depth,
                    .request_alloc = parse_request_alloc_option(mode),
-                   .aio = aio.empty() ? std::nullopt : std::optional(aio_named(aio)),
+                   .blk_io = {.aio = aio.empty() ? std::nullopt : std::optional(aio_named(aio)),
+                              .cache = options.cache_none ? devices::block::CacheMode::None
+                                                          : devices::block::CacheMode::Writeback},
                    .io_threads = options.io_threads,
                    .verify_every_word = options.short_mode});
     using Clock = std::chrono::steady_clock;
@@ -361,6 +364,8 @@ int main(int argc, char** argv) {
     app.add_option("--requests", options.requests, "measured requests per queue and run");
     app.add_option("--reps", options.reps, "repetitions, interleaved")->check(CLI::Range(1, 100));
     app.add_option("--image-dir", options.image_dir, "where the raw image goes (tmpfs)");
+    app.add_flag("--cache-none", options.cache_none,
+                 "blk opens the image with cache=none (O_DIRECT; not on tmpfs before Linux 6.6)");
     app.add_option("--image-size", options.image_size, "image size (K, M, G)");
     app.add_flag("--short", options.short_mode,
                  "CI test: both devices, every load, 1000 requests per queue, 1 repetition, "

@@ -50,10 +50,15 @@ class DriverRequests {
         std::unique_ptr<devices::virtio::Device> device;
         const devices::virtio::QueueCounters* counters;  // the device's
     };
-    // The device on `image`, writable unless the workload only reads; `aio` for blk (unset:
-    // the device's default), a SCSI LUN has none.
+    // How blk reaches its image (a SCSI LUN has neither): aio= (unset: the device's default)
+    // and cache=.
+    struct BlkIo {
+        std::optional<devices::block::AioMode> aio;
+        devices::block::CacheMode cache = devices::block::CacheMode::Writeback;
+    };
+    // The device on `image`, writable unless the workload only reads.
     virtual Device device(const std::string& image, SlotSource request_alloc,
-                          uint16_t request_queues, std::optional<devices::block::AioMode> aio,
+                          uint16_t request_queues, const BlkIo& blk_io,
                           boost::asio::io_context& io) const = 0;
     // The device's queues the rig's driver sets up (Linux sets up every one) and those it
     // sends requests on.

@@ -171,7 +171,7 @@ VirtioRig::VirtioRig(const Config& config)
     for (uint16_t q = 0; q < device_queues; ++q)
         if (!queues_[q]) idle_rings_.push_back(std::make_unique<vt::TestDriver>(guest_, kRingSize));
     auto device = requests_->device(config.image.path(), config.request_alloc, config.queues,
-                                    config.aio, io_);
+                                    config.blk_io, io_);
     counters_ = device.counters;
     auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
         std::move(device.device), platform_, guest_.memory());

@@ -49,7 +49,7 @@ class VirtioRig {
         uint16_t queues = 4;  // request queues
         uint16_t depth = 32;  // requests in flight per queue
         SlotSource request_alloc = SlotSource::pool;
-        std::optional<devices::block::AioMode> aio;  // blk's aio=; unset: its default
+        DriverRequests::BlkIo blk_io;  // blk's aio= and cache=
         unsigned io_threads = 2;
         bool verify_every_word = false;  // else the first word of every 4 KiB read
     };
