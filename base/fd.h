@@ -34,6 +34,8 @@ class Fd {
         if (fd_ >= 0) ::close(fd_);
         fd_ = -1;
     }
+    // Gives the descriptor up to a new owner.
+    [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
 
   private:
     int fd_ = -1;

@@ -1,8 +1,8 @@
 // The virtio-blk and virtio-scsi request paths without a guest CPU (tools/bench/virtio_rig.h):
 // 4 KiB random reads and 64 KiB sequential reads at a fixed queue depth on several queues, or a
-// mix of every request the device serves, for each --request-alloc mode, repetitions
-// interleaved.  Reports IOPS, CPU per request (the whole process by getrusage, and the I/O
-// threads alone), the I/O threads' heap allocations per request (counted by
+// mix of every request the device serves, for each --request-alloc mode and (blk) each aio=
+// mode, repetitions interleaved.  Reports IOPS, CPU per request (the whole process by getrusage,
+// and the I/O threads alone), the I/O threads' heap allocations per request (counted by
 // tools/bench/alloc_counter.cc) and kicks and interrupts per request.  --short is the CI test:
 // a few thousand requests per device, load and mode, every answer and byte checked, and not
 // one heap allocation on the I/O threads in pool mode, by the hook's count and by the devices'
@@ -38,6 +38,8 @@ namespace {
 struct Options {
     std::vector<std::string> devices{"blk"};
     std::vector<std::string> modes{"pool", "malloc", "calloc"};
+    std::vector<std::string> aios{"io_uring", "threads"};  // blk's; scsi has one
+    bool cache_none = false;                               // blk's cache=none (O_DIRECT)
     std::vector<std::string> workloads{"rand4k", "seq64k"};
     uint16_t queues = 4;
     uint16_t depth = 32;
@@ -124,14 +126,28 @@ std::optional<uint64_t> counted_allocations(const devices::virtio::DeviceStatist
     return total;
 }
 
+// aio=io_uring|threads|sync as --disk parses it.
+devices::block::AioMode aio_named(const std::string& name) {
+    using devices::block::AioMode;
+    if (name == "io_uring") return AioMode::IoUring;
+    if (name == "threads") return AioMode::Threads;
+    if (name == "sync") return AioMode::Sync;
+    throw std::runtime_error("unknown aio mode " + name + " (io_uring, threads, sync)");
+}
+
+// `aio` empty: scsi, which has none.
 Sample run_once(const Options& options, const PatternImage& image, const std::string& device,
-                const std::string& mode, const std::string& workload, unsigned rep) {
+                const std::string& aio, const std::string& mode, const std::string& workload,
+                unsigned rep) {
     VirtioRig rig({.image = image,
                    .device = device_named(device),
                    .workload = workload_named(workload),
                    .queues = options.queues,
                    .depth = options.depth,
                    .request_alloc = parse_request_alloc_option(mode),
+                   .blk_io = {.aio = aio.empty() ? std::nullopt : std::optional(aio_named(aio)),
+                              .cache = options.cache_none ? devices::block::CacheMode::None
+                                                          : devices::block::CacheMode::Writeback},
                    .io_threads = options.io_threads,
                    .verify_every_word = options.short_mode});
     using Clock = std::chrono::steady_clock;
@@ -158,7 +174,7 @@ Sample run_once(const Options& options, const PatternImage& image, const std::st
             stats1 = rig.statistics();
         });
     Sample s;
-    s.device = device;
+    s.device = aio.empty() ? device : device + "/" + aio;  // blk/io_uring
     s.mode = mode;
     s.workload = workload;
     s.rep = rep;
@@ -197,7 +213,7 @@ void print(const Sample& s, bool json) {
             s.io_cpu_ns, s.allocations, s.kicks, s.interrupts, s.peak_slots,
             static_cast<unsigned long>(s.pool_resident_bytes));
     } else {
-        std::printf("%-5s %-7s %-7s %3u %9.0f %8.1f %10.0f %10.0f %10.3f %7.3f %7.3f\n",
+        std::printf("%-12s %-7s %-7s %3u %9.0f %8.1f %10.0f %10.0f %10.3f %7.3f %7.3f\n",
                     s.device.c_str(), s.mode.c_str(), s.workload.c_str(), s.rep, s.iops,
                     s.mib_per_s, s.cpu_ns, s.io_cpu_ns, s.allocations, s.kicks, s.interrupts);
     }
@@ -215,7 +231,7 @@ void print_summary(const std::vector<Sample>& samples) {
     for (const auto& s : samples) groups[{s.device, s.workload, s.mode}].push_back(&s);
     std::printf("\nmedian of %zu repetitions (allocator %s)\n", groups.begin()->second.size(),
                 active_allocator());
-    std::printf("%-5s %-7s %-7s %9s %10s %10s %10s\n", "dev", "load", "mode", "IOPS", "cpu ns/req",
+    std::printf("%-12s %-7s %-7s %9s %10s %10s %10s\n", "dev", "load", "mode", "IOPS", "cpu ns/req",
                 "io ns/req", "allocs/req");
     for (const auto& [key, samples] : groups) {
         const auto& group = samples;  // clang 14 cannot capture a structured binding
@@ -224,7 +240,7 @@ void print_summary(const std::vector<Sample>& samples) {
             for (const Sample* s : group) values.push_back(s->*field);
             return median(values);
         };
-        std::printf("%-5s %-7s %-7s %9.0f %10.0f %10.0f %10.3f\n", std::get<0>(key).c_str(),
+        std::printf("%-12s %-7s %-7s %9.0f %10.0f %10.0f %10.3f\n", std::get<0>(key).c_str(),
                     std::get<1>(key).c_str(), std::get<2>(key).c_str(), of(&Sample::iops),
                     of(&Sample::cpu_ns), of(&Sample::io_cpu_ns), of(&Sample::allocations));
     }
@@ -296,17 +312,19 @@ int run(const Options& options) {
     }
     const PatternImage image(options.image_dir, parse_size(options.image_size));
     if (!options.json)
-        std::printf("%-5s %-7s %-7s %3s %9s %8s %10s %10s %10s %7s %7s\n", "dev", "mode", "load",
+        std::printf("%-12s %-7s %-7s %3s %9s %8s %10s %10s %10s %7s %7s\n", "dev", "mode", "load",
                     "rep", "IOPS", "MiB/s", "cpu ns/req", "io ns/req", "allocs/req", "kicks",
                     "irqs");
     std::vector<Sample> samples;
     for (unsigned rep = 1; rep <= options.reps; ++rep)
         for (const auto& device : options.devices)
-            for (const auto& workload : options.workloads)
-                for (const auto& mode : options.modes) {
-                    samples.push_back(run_once(options, image, device, mode, workload, rep));
-                    print(samples.back(), options.json);
-                }
+            for (const auto& aio : device == "blk" ? options.aios : std::vector<std::string>{""})
+                for (const auto& workload : options.workloads)
+                    for (const auto& mode : options.modes) {
+                        samples.push_back(
+                            run_once(options, image, device, aio, mode, workload, rep));
+                        print(samples.back(), options.json);
+                    }
     if (!options.json) print_summary(samples);
     if (!options.short_mode) return 0;
     int failures = 0;
@@ -330,6 +348,9 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     app.add_option("--modes", options.modes, "request-alloc modes: pool, malloc, calloc")
         ->delimiter(',');
+    app.add_option("--aios", options.aios,
+                   "blk's aio= modes: io_uring, threads, sync (one request at a time per queue)")
+        ->delimiter(',');
     app.add_option("--workloads", options.workloads,
                    "rand4k, seq64k, mixed (every request the device serves, in turn)")
         ->delimiter(',');
@@ -343,6 +364,8 @@ int main(int argc, char** argv) {
     app.add_option("--requests", options.requests, "measured requests per queue and run");
     app.add_option("--reps", options.reps, "repetitions, interleaved")->check(CLI::Range(1, 100));
     app.add_option("--image-dir", options.image_dir, "where the raw image goes (tmpfs)");
+    app.add_flag("--cache-none", options.cache_none,
+                 "blk opens the image with cache=none (O_DIRECT; not on tmpfs before Linux 6.6)");
     app.add_option("--image-size", options.image_size, "image size (K, M, G)");
     app.add_flag("--short", options.short_mode,
                  "CI test: both devices, every load, 1000 requests per queue, 1 repetition, "

@@ -34,8 +34,8 @@
 #include <nlohmann/json.hpp>
 
 #include "devices/pci/host_bridge.h"
-#include "devices/virtio/slot_pool.h"
 #include "mem/guest_memory.h"
+#include "mem/slot_pool.h"
 #include "vmm/board.h"
 #include "vmm/vcpu/vcpu_diagnostics.h"
 

@@ -40,6 +40,10 @@ std::string_view to_string(ImageFormat format) {
     return "?";
 }
 
+std::string_view to_string(CacheMode mode) {
+    return mode == CacheMode::None ? "none" : "writeback";
+}
+
 IoResult DiskImage::write_repeated(uint64_t offset, uint64_t length,
                                    GuestBuffers::Part pattern) const {
     if (pattern.empty()) return Unexpected{std::make_error_code(std::errc::invalid_argument)};
@@ -58,9 +62,13 @@ std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_on
     ImageFormat format = options.format;
     if (format == ImageFormat::Auto)
         format = starts_like_qcow2(path) ? ImageFormat::Qcow2 : ImageFormat::Raw;
+    if (format == ImageFormat::Qcow2 && options.cache == CacheMode::None)
+        throw ImageError("disk image " + path +
+                         ": cache=none is for raw images (a qcow2 image's metadata goes through "
+                         "the page cache); use cache=writeback");
     if (format == ImageFormat::Qcow2)
         return qcow2::Qcow2Image::open(path, read_only, options.qcow2);
-    return RawImage::open(path, read_only);
+    return RawImage::open(path, read_only, options.cache);
 }
 
 std::string serial_from_file_name(std::string_view path, size_t max_bytes) {

@@ -1,7 +1,8 @@
 // A disk image as virtio-blk and virtio-scsi see it, whatever its format (a raw file or block
 // device, a qcow2 image with its backing chain): a size and whole-range reads and writes of
 // guest buffers, flush, discard and write-zeroes.  Every call blocks and may come from any I/O
-// thread, several at once (one disk's queues); never from a vCPU thread.
+// thread (or a thread of the aio=threads pool), several at once (one disk's queues); never from
+// a vCPU thread.  open_queue() gives a queue that keeps many operations in flight (io_queue.h).
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,8 @@ class ImageError : public UserError {
   public:
     using UserError::UserError;
 };
+
+class IoQueue;
 
 class DiskImage {
   public:
@@ -64,6 +67,21 @@ class DiskImage {
     virtual size_t clean_idle(std::chrono::steady_clock::time_point /*now*/) { return 0; }
     // That interval; 0 when clean_idle() never has anything to drop (raw).
     virtual std::chrono::seconds cache_clean_interval() const noexcept { return {}; }
+
+    // What read() and write() need of guest buffers: their host addresses and lengths are
+    // multiples of it (cache=none: O_DIRECT), else the queues bounce them.  1: anything goes.
+    virtual size_t buffer_alignment() const noexcept { return 1; }
+
+    // A queue for `depth` operations in flight at once, used by one context at a time (a
+    // virtqueue's).  io_uring where the image maps guest offsets straight to its file (raw),
+    // else the thread pool; threads and sync for any image.  Throws std::system_error when the
+    // host refuses a ring or a thread.
+    std::unique_ptr<IoQueue> open_queue(AioMode mode, uint32_t depth);
+
+  protected:
+    // The io_uring backend; the default, for images whose offsets need translating (qcow2's
+    // metadata work is synchronous), is the thread pool.
+    virtual std::unique_ptr<IoQueue> open_uring_queue(uint32_t depth);
 };
 
 // Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and

@@ -14,9 +14,20 @@ enum class ImageFormat {
 };
 std::string_view to_string(ImageFormat format);
 
+// cache=: whether the host's page cache holds the image's data.
+enum class CacheMode {
+    Writeback,  // through the page cache; a flush is fdatasync
+    None,       // O_DIRECT: no second copy in the host; a flush is still fdatasync
+};
+std::string_view to_string(CacheMode mode);
+
+// aio=: how requests reach the image (io_queue.h).
+enum class AioMode { IoUring, Threads, Sync };
+
 struct ImageOptions {
     ImageFormat format = ImageFormat::Auto;
-    qcow2::Qcow2Options qcow2;  // its metadata caches; a raw image has none
+    CacheMode cache = CacheMode::Writeback;
+    qcow2::Qcow2Options qcow2 = {};  // its metadata caches; a raw image has none
 };
 
 }  // namespace mvmm::devices::block

@@ -68,10 +68,6 @@ GuestBuffers::Part zero_source() {
     return GuestBuffers::Part(zeroes.bytes());
 }
 
-bool unsupported(int error) {
-    return error == EOPNOTSUPP || error == ENOSYS || error == ENODEV || error == EINVAL;
-}
-
 [[noreturn]] void fail_open(const std::string& path, const std::string& why) {
     throw ImageError("disk image " + path + ": " + why);
 }
@@ -84,22 +80,63 @@ uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
     return size;
 }
 
+// The largest alignment O_DIRECT asks of buffer addresses, lengths and file offsets; the
+// queues bounce buffers that miss it, while offsets are whole 512-byte sectors, so a file that
+// needs more (a 4 KiB-sector disk) cannot be used with cache=none.
+size_t direct_io_alignment(int fd, const struct stat& st, const std::string& path) {
+    struct statx sx {};
+    size_t memory = kImageBlockSize, offset = kImageBlockSize;  // what filesystems ask
+    if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
+        (sx.stx_mask & STATX_DIOALIGN)) {
+        memory = sx.stx_dio_mem_align;
+        offset = sx.stx_dio_offset_align;
+    } else if (int sector = 0; S_ISBLK(st.st_mode) && ::ioctl(fd, BLKSSZGET, &sector) == 0) {
+        memory = offset = static_cast<size_t>(sector);
+    }
+    if (offset == 0)
+        fail_open(path,
+                  "cache=none: its filesystem does not support O_DIRECT; use "
+                  "cache=writeback");
+    if (offset > kImageBlockSize)
+        fail_open(path, "cache=none: O_DIRECT needs " + std::to_string(offset) +
+                            "-byte aligned offsets here, more than a 512-byte sector; use "
+                            "cache=writeback");
+    return std::max({memory, offset, size_t{1}});
+}
+
+Fd open_file(const std::string& path, bool ro, CacheMode cache) {
+    // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
+    const int flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                      (cache == CacheMode::None ? O_DIRECT : 0);
+    Fd fd(::open(path.c_str(), flags));
+    if (fd.valid()) return fd;
+    const int error = errno;
+    if (cache == CacheMode::None && error == EINVAL)
+        fail_open(path,
+                  "cache=none: its filesystem does not support O_DIRECT (tmpfs before "
+                  "Linux 6.6 does not); use cache=writeback");
+    std::string why = std::string("cannot open ") + (ro ? "read-only" : "read-write") + ": " +
+                      std::strerror(error);
+    if (!ro && (error == EACCES || error == EROFS || error == EPERM))
+        why += " (add readonly=on to attach it read-only)";
+    fail_open(path, why);
+}
+
 }  // namespace
 
-RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only)
-    : path_(std::move(path)), fd_(std::move(fd)), size_(size), read_only_(read_only) {}
+bool fallocate_unsupported(int error) {
+    return error == EOPNOTSUPP || error == ENOSYS || error == ENODEV || error == EINVAL;
+}
 
-std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro) {
-    // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
-    Fd fd(::open(path.c_str(), (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-    if (!fd.valid()) {
-        const int error = errno;
-        std::string why = std::string("cannot open ") + (ro ? "read-only" : "read-write") + ": " +
-                          std::strerror(error);
-        if (!ro && (error == EACCES || error == EROFS || error == EPERM))
-            why += " (add readonly=on to attach it read-only)";
-        fail_open(path, why);
-    }
+RawImage::RawImage(Opened, std::string path, Fd fd, uint64_t size, bool read_only, size_t alignment)
+    : path_(std::move(path)),
+      fd_(std::move(fd)),
+      size_(size),
+      read_only_(read_only),
+      alignment_(alignment) {}
+
+std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro, CacheMode cache) {
+    Fd fd = open_file(path, ro, cache);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail_open(path, std::strerror(errno));
     if (S_ISDIR(st.st_mode)) fail_open(path, "is a directory, not a disk image");
@@ -119,7 +156,8 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro) {
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
     if (!ro) zero_source();  // now, not on an I/O thread
-    return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro);
+    const size_t alignment = cache == CacheMode::None ? direct_io_alignment(fd.get(), st, path) : 1;
+    return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro, alignment);
 }
 
 uint64_t RawImage::reread_size(uint64_t block_size) {
@@ -150,19 +188,24 @@ IoResult RawImage::write(uint64_t offset, const GuestBuffers& from) const {
 
 IoResult RawImage::flush() {
     if (flush_failed_.load()) return errno_result(EIO);
-    if (::fdatasync(fd_.get()) != 0) {
-        const int error = errno;
-        flush_failed_.store(true);
-        return errno_result(error);
-    }
+    const int64_t result = record_flush(::fdatasync(fd_.get()) == 0 ? 0 : -errno);
+    if (result < 0) return errno_result(static_cast<int>(-result));
     return Ok{};
+}
+
+int64_t RawImage::record_flush(int64_t result) noexcept {
+    if (result < 0) {
+        flush_failed_.store(true);
+        return result;
+    }
+    return flush_failed_.load() ? -EIO : 0;
 }
 
 IoResult RawImage::discard(uint64_t offset, uint64_t length) const {
     const int ret = retry_on_eintr([&] {
         return ::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
     });
-    if (ret != 0 && !unsupported(errno)) return errno_result();
+    if (ret != 0 && !fallocate_unsupported(errno)) return errno_result();
     return Ok{};
 }
 
@@ -173,7 +216,7 @@ IoResult RawImage::write_zeroes(uint64_t offset, uint64_t length, bool may_unmap
     // A punched hole reads back as zeroes (on block devices too: the kernel zeroes it).
     if (may_unmap && zero_with(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) == 0) return Ok{};
     if (zero_with(FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE) == 0) return Ok{};
-    if (!unsupported(errno)) return errno_result();
+    if (!fallocate_unsupported(errno)) return errno_result();
 
     // No fallocate zeroing on this host filesystem (tmpfs, NFS...): write zeroes.
     return write_repeated(offset, length, zero_source());

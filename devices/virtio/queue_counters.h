@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "devices/virtio/slot_pool.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm::devices::virtio {
 

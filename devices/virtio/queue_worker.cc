@@ -3,13 +3,17 @@
 #include "devices/virtio/handler_memory.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -18,41 +22,47 @@
 namespace mvmm::devices::virtio {
 namespace {
 
-// A request's slot: its chain, then room for one part per descriptor the queue holds.  Only
-// what a chain uses is ever written.
+// A request's slot: the InFlight, the handler's state, then room for one part per descriptor
+// the queue holds.  Only what a request uses is ever written.
 using Part = GuestBuffers::Part;
-constexpr size_t kChainBytes =
-    (sizeof(DescriptorChain) + alignof(Part) - 1) / alignof(Part) * alignof(Part);
-static_assert(alignof(DescriptorChain) <= alignof(Part));
+constexpr size_t kStateAlignment = alignof(std::max_align_t);
 
-size_t request_slot_size(uint16_t queue_size) {
-    return kChainBytes + queue_size * sizeof(Part);
+constexpr size_t round_up(size_t bytes, size_t alignment) {
+    return (bytes + alignment - 1) / alignment * alignment;
 }
+constexpr size_t kInFlightBytes = round_up(sizeof(InFlight), kStateAlignment);
+static_assert(alignof(InFlight) <= kStateAlignment && alignof(Part) <= kStateAlignment);
 
-const DescriptorChain& chain_in(const SlotPool::Slot& slot) {
-    return *std::launder(reinterpret_cast<const DescriptorChain*>(slot.bytes().data()));
-}
+struct SlotLayout {
+    size_t state_bytes;  // rounded up
+    uint16_t parts;
 
-std::span<Part> parts_in(const SlotPool::Slot& slot) {
-    const auto room = slot.bytes().subspan(kChainBytes);
-    return {reinterpret_cast<Part*>(room.data()), room.size() / sizeof(Part)};
-}
+    size_t size() const { return kInFlightBytes + state_bytes + parts * sizeof(Part); }
+    std::byte* state(const SlotPool::Slot& slot) const {
+        return slot.bytes().data() + kInFlightBytes;
+    }
+    std::span<Part> parts_in(const SlotPool::Slot& slot) const {
+        auto* first = slot.bytes().data() + kInFlightBytes + state_bytes;
+        return {reinterpret_cast<Part*>(first), parts};
+    }
+};
 
 }  // namespace
 
-// One queue's life between start() and stop(): wait for a kick on the io_context, drain the
-// ring in batches, hand each chain to the handler, notify.  A worker has one Asio handler
-// queued at a time (a resume or a kick wait, each queueing the next), so one queue runs on
-// one thread at a time; mutex_ is only contended by stop().  Handlers hold a shared_ptr, so
-// the worker outlives a handler still queued after stop(); such a handler sees stopped_ and
-// touches nothing else.
-class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
+// One queue's life between start() and stop(): wait for a kick or a completion on the
+// io_context, complete what finished, start what the ring holds, notify.  Both eventfds are in
+// one epoll set, so a worker has one Asio handler queued at a time (a resume or the wait, each
+// queueing the next) and one queue runs on one thread at a time; mutex_ is only contended by
+// stop().  Handlers hold a shared_ptr, so the worker outlives a handler still queued after
+// stop(); such a handler sees stopped_ and touches nothing else.
+class QueueWorkers::Worker final : public std::enable_shared_from_this<Worker>,
+                                   private InFlight::Owner {
   public:
     struct Wiring {
         const std::string& name;
         uint16_t index;
         const EventFd& kick;
-        RequestHandler& handler;
+        AsyncRequestHandler& handler;
         Interrupt& interrupt;
         QueueCounters& counters;
         SlotSource request_alloc;
@@ -63,11 +73,12 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     uint16_t index() const noexcept { return index_; }
     // Its request pool and heap allocations, for the counters' statistics.
     std::shared_ptr<const QueueRequests> requests() const { return requests_; }
-    // After it returns no handler touches the queue, the request handler or the interrupt.
+    // Completes every request in flight; after it returns no handler touches the queue, the
+    // request handler or the interrupt.
     void stop();
 
   private:
-    enum class Drained { Idle, More, Stopping };
+    enum class Taken { Idle, Full, More };
 
     template <class Function>
     InMemory<Function> in_memory(Function function) {
@@ -75,30 +86,59 @@ class QueueWorkers::Worker : public std::enable_shared_from_this<Worker> {
     }
     void post_resume();
     void resume();
-    void on_kick(const boost::system::error_code& error);
-    void run_batch(CountedAllocations& counted);  // requires mutex_, !stopped_
-    Result<Drained, RingError> drain(CountedAllocations& counted);
-    Result<bool, RingError> take();
-    bool handle_taken(CountedAllocations& counted);
-    void wait_for_kick();
-    void fail(std::string_view why);  // requires mutex_
+    void on_wake(const boost::system::error_code& error);
+    void consume_wakes();
+    void serve(CountedAllocations& counted);  // requires mutex_, !stopped_
+    Result<Taken, RingError> take_and_start();
+    void wait();
+    void complete(InFlight& request, uint32_t written) override;  // requires mutex_
+    void free_slot(InFlight& request);  // requires mutex_; the used ring untouched
+    void complete_in_flight();          // requires mutex_
+    void fail(std::string_view why);    // requires mutex_
 
     const std::string& name_;  // the QueueWorkers' name, which outlives every worker
     const uint16_t index_;
     SplitQueue queue_;
-    RequestHandler& handler_;
+    AsyncRequestHandler& handler_;
     Interrupt& interrupt_;
     QueueCounters& counters_;
+    const SlotLayout layout_;
     // Its pool has a slot per request in flight, the queue size of them.
     const std::shared_ptr<QueueRequests> requests_;
-    std::vector<SlotPool::Slot> batch_;  // taken off the ring, not handled yet
     boost::asio::io_context& io_;
-    HandlerMemory handler_memory_;                // for the one handler queued at a time
-    boost::asio::posix::stream_descriptor kick_;  // a dup of the transport's eventfd
-    std::mutex mutex_;  // held while a batch runs; stop() takes it to wait for that batch
+    HandlerMemory handler_memory_;                 // for the one handler queued at a time
+    Fd kick_;                                      // a dup of the transport's eventfd
+    const int completion_fd_;                      // the handler's, or -1
+    boost::asio::posix::stream_descriptor wakes_;  // epoll on kick_ and completion_fd_
+    std::mutex mutex_;  // held while the queue is served; stop() takes it to wait for that
     bool stopped_ = false;
-    std::atomic<bool> stopping_{false};  // set by stop() first: the batch takes no more chains
+    std::atomic<bool> stopping_{false};      // set by stop() first: the batch takes no more chains
+    uint32_t in_flight_ = 0;                 // started, not completed; by mutex_
+    CountedAllocations* counted_ = nullptr;  // while an I/O thread serves the queue
 };
+
+void RequestHandler::start(InFlight& request) {
+    request.complete(handle(request.chain()));
+}
+
+void InFlight::complete(uint32_t written) {
+    owner_.complete(*this, written);
+}
+
+namespace {
+
+Fd watch_in_epoll(int kick, int completions) {
+    Fd epoll(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll.valid()) throw_errno("epoll_create1 for a queue");
+    for (const int fd : {kick, completions}) {
+        if (fd < 0) continue;
+        epoll_event event{.events = EPOLLIN, .data = {.fd = fd}};
+        check_syscall(::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &event), "epoll_ctl of a queue");
+    }
+    return epoll;
+}
+
+}  // namespace
 
 QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, const Wiring& wiring)
     : name_(wiring.name),
@@ -107,23 +147,23 @@ QueueWorkers::Worker::Worker(boost::asio::io_context& io, SplitQueue queue, cons
       handler_(wiring.handler),
       interrupt_(wiring.interrupt),
       counters_(wiring.counters),
-      requests_(std::make_shared<QueueRequests>(request_slot_size(queue_.size()), queue_.size(),
-                                                wiring.request_alloc)),
+      layout_{round_up(wiring.handler.state_bytes(queue_.size()), kStateAlignment), queue_.size()},
+      requests_(
+          std::make_shared<QueueRequests>(layout_.size(), queue_.size(), wiring.request_alloc)),
       io_(io),
-      kick_(io) {
-    const int fd = static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
-                                                  "dup of a queue kick eventfd"));
+      kick_(static_cast<int>(check_syscall(::fcntl(wiring.kick.get(), F_DUPFD_CLOEXEC, 0),
+                                           "dup of a queue kick eventfd"))),
+      completion_fd_(wiring.handler.completion_fd()),
+      wakes_(io) {
+    Fd epoll = watch_in_epoll(kick_.get(), completion_fd_);
     boost::system::error_code error;
-    kick_.assign(fd, error);
-    if (error) {
-        ::close(fd);  // assign() did not take it
-        throw boost::system::system_error(error, "watching a queue kick eventfd");
-    }
-    batch_.reserve(queue_.size());
+    wakes_.assign(epoll.get(), error);
+    if (error) throw boost::system::system_error(error, "watching a queue's eventfds");
+    [[maybe_unused]] const int taken = epoll.release();  // the descriptor owns it now
 }
 
 void QueueWorkers::Worker::start() {
-    // Drain once first: a driver may have queued buffers before DRIVER_OK.
+    // Serve once first: a driver may have queued buffers before DRIVER_OK.
     post_resume();
 }
 
@@ -136,104 +176,142 @@ void QueueWorkers::Worker::stop() {
     std::lock_guard lock(mutex_);
     stopped_ = true;
     boost::system::error_code ignored;
-    kick_.close(ignored);  // the pending wait completes with operation_aborted
+    wakes_.close(ignored);  // the pending wait completes with operation_aborted
+    complete_in_flight();
+}
+
+// On stop()'s thread: waits for the handler's completions until nothing is in flight.
+void QueueWorkers::Worker::complete_in_flight() {
+    try {
+        while (in_flight_ > 0) {
+            if (completion_fd_ >= 0) {
+                pollfd ready{.fd = completion_fd_, .events = POLLIN, .revents = 0};
+                if (::poll(&ready, 1, -1) < 0 && errno != EINTR) throw_errno("poll");
+                uint64_t count;
+                [[maybe_unused]] auto n = ::read(completion_fd_, &count, sizeof count);
+            }
+            const uint32_t before = in_flight_;
+            handler_.progress();
+            if (completion_fd_ < 0 && in_flight_ == before)
+                throw std::logic_error("a handler without a completion fd kept a request");
+        }
+    } catch (const std::exception& e) {
+        // The requests' memory may still be in the host's hands: better to stop here.
+        spdlog::critical("{}: queue {}: cannot complete the requests in flight: {}", name_, index_,
+                         e.what());
+        std::terminate();
+    }
 }
 
 void QueueWorkers::Worker::resume() {
     CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
-    if (!stopped_) run_batch(counted);
+    if (!stopped_) serve(counted);
 }
 
-void QueueWorkers::Worker::on_kick(const boost::system::error_code& error) {
+void QueueWorkers::Worker::on_wake(const boost::system::error_code& error) {
     CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
     if (stopped_) return;
     if (error) return fail("waiting for kicks failed: " + error.message());
-    counters_.record_notify();
-    // Consume the kick before draining, so a kick during the batch wakes us again.
-    uint64_t kicks;
-    [[maybe_unused]] auto n = ::read(kick_.native_handle(), &kicks, sizeof kicks);
-    run_batch(counted);
+    consume_wakes();
+    serve(counted);
 }
 
-void QueueWorkers::Worker::run_batch(CountedAllocations& counted) {
+// Reads what woke the worker, so that a kick or a completion after this wakes it again.
+void QueueWorkers::Worker::consume_wakes() {
+    std::array<epoll_event, 2> events;
+    const int n = ::epoll_wait(wakes_.native_handle(), events.data(), events.size(), 0);
+    for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == kick_.get()) counters_.record_notify();
+        uint64_t count;
+        [[maybe_unused]] auto read = ::read(fd, &count, sizeof count);
+    }
+}
+
+// Completes what finished, starts what the ring holds as far as slots last, and waits for the
+// next kick or completion.
+void QueueWorkers::Worker::serve(CountedAllocations& counted) {
+    counted_ = &counted;
     try {
-        auto drained = drain(counted);
-        if (!drained) return fail(to_string(drained.error()));
+        handler_.progress();
+        auto taken = take_and_start();
+        if (taken) handler_.progress();  // hands the new requests to the host
+        counted_ = nullptr;
+        if (!taken) return fail(to_string(taken.error()));
         if (queue_.should_notify()) interrupt_.notify_queue(index_);
-        if (*drained == Drained::Stopping) return;
-        if (*drained == Drained::More)
+        if (stopping_.load()) return;
+        if (*taken == Taken::More)
             post_resume();
         else
-            wait_for_kick();
+            wait();
     } catch (const std::exception& e) {
         // Out of memory or descriptors: a queue that silently stopped would hang the guest.
+        counted_ = nullptr;
         fail(std::string("stopped by a host error: ") + e.what());
     }
 }
 
-// One batch: take what the ring holds, as far as slots last, then handle it.  At most a
-// queue's worth of chains per batch, so one busy queue cannot starve the others that share
-// its I/O thread.
-Result<QueueWorkers::Worker::Drained, RingError> QueueWorkers::Worker::drain(
-    CountedAllocations& counted) {
+// Pops chains into slots and starts them until the ring is empty (Idle: kicks wanted again),
+// every slot is in flight (Full: the rest wait in the ring, kicks stay off, and a completion
+// wakes the worker) or a queue's worth was started (More: the worker yields, so one busy queue
+// cannot starve the others on its I/O thread).  A slot is taken only for a chain the ring
+// holds, so the pool's peak is the most requests in flight.
+Result<QueueWorkers::Worker::Taken, RingError> QueueWorkers::Worker::take_and_start() {
     queue_.disable_notifications();
-    auto more = take();
-    if (!more) return Unexpected{more.error()};
-    if (!handle_taken(counted)) return Drained::Stopping;
-    if (*more) return Drained::More;
-    return queue_.enable_notifications() ? Drained::More : Drained::Idle;
-}
-
-// Pops chains into slots until the ring is empty (false) or every slot is in flight (true:
-// the rest wait in the ring for the slots to come back).  A slot is taken only for a chain
-// the ring holds, so the pool's peak is the most requests in flight.
-Result<bool, RingError> QueueWorkers::Worker::take() {
-    batch_.clear();
-    while (!stopping_.load() && queue_.has_available()) {
-        auto slot = requests_->pool.acquire();
-        if (!slot) return true;
-        auto popped = queue_.pop(parts_in(*slot));
-        if (!popped) return Unexpected{popped.error()};
-        if (!*popped) return false;
-        std::construct_at(reinterpret_cast<DescriptorChain*>(slot->bytes().data()), **popped);
-        batch_.push_back(std::move(*slot));
-    }
-    return false;
-}
-
-// Hands the batch to the handler in ring order and returns each chain to the driver; false
-// when stop() came first.  The slots go back either way.
-bool QueueWorkers::Worker::handle_taken(CountedAllocations& counted) {
-    bool completed = true;
-    for (const SlotPool::Slot& slot : batch_) {
-        if (stopping_.load()) {
-            completed = false;
-            break;
+    for (uint32_t budget = queue_.size(); budget > 0 && !stopping_.load();) {
+        if (!queue_.has_available()) {
+            if (!queue_.enable_notifications()) return Taken::Idle;
+            queue_.disable_notifications();
+            continue;
         }
-        const DescriptorChain& chain = chain_in(slot);
-        ++counters_.requests;
-        const uint32_t written = handler_.handle(chain);
-        counted.update();  // what the driver sees returned is counted
-        queue_.push_used(chain.head, written);
-        counters_.record_used(index_);
+        auto slot = requests_->pool.acquire();
+        if (!slot) return Taken::Full;
+        auto popped = queue_.pop(layout_.parts_in(*slot));
+        if (!popped) return Unexpected{popped.error()};
+        if (!*popped) return Taken::Idle;
+        std::byte* const state = layout_.state(*slot);
+        auto* request = std::construct_at(reinterpret_cast<InFlight*>(slot->bytes().data()),
+                                          static_cast<InFlight::Owner&>(*this), **popped,
+                                          std::move(*slot), state);
+        ++in_flight_;
+        --budget;
+        try {
+            handler_.start(*request);
+        } catch (...) {
+            free_slot(*request);  // not started: the queue stops with it still in the ring's hands
+            throw;
+        }
     }
-    batch_.clear();
-    return completed;
+    return stopping_.load() ? Taken::Idle : Taken::More;
 }
 
-void QueueWorkers::Worker::wait_for_kick() {
-    kick_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     in_memory([self = shared_from_this()](const boost::system::error_code& e) {
-                         self->on_kick(e);
-                     }));
+void QueueWorkers::Worker::complete(InFlight& request, uint32_t written) {
+    if (counted_) counted_->update();  // what the driver sees returned is counted
+    queue_.push_used(request.chain().head, written);
+    ++counters_.requests;
+    counters_.record_used(index_);
+    free_slot(request);
+}
+
+void QueueWorkers::Worker::free_slot(InFlight& request) {
+    const SlotPool::Slot slot = request.take_slot();  // released when this returns
+    std::destroy_at(&request);
+    --in_flight_;
+}
+
+void QueueWorkers::Worker::wait() {
+    wakes_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                      in_memory([self = shared_from_this()](const boost::system::error_code& e) {
+                          self->on_wake(e);
+                      }));
 }
 
 void QueueWorkers::Worker::fail(std::string_view why) {
     stopped_ = true;
     boost::system::error_code ignored;
-    kick_.close(ignored);
+    wakes_.close(ignored);
     counters_.needs_reset.store(true);
     const bool first = counters_.failed_queues.fetch_add(1) == 0;
     spdlog::log(first ? spdlog::level::err : spdlog::level::debug,
@@ -263,7 +341,7 @@ bool QueueWorkers::start(const ActivateContext& context, uint16_t num_queues,
     std::vector<std::shared_ptr<Worker>> workers;
     try {
         for (uint16_t i = 0; i < num_queues; ++i) {
-            RequestHandler* handler = handler_for(i);
+            AsyncRequestHandler* handler = handler_for(i);
             if (!context.queues[i].ready || !handler) continue;  // drivers may use fewer queues
             auto queue = SplitQueue::create(context.memory, context.queues[i], max_queue_size,
                                             context.features);

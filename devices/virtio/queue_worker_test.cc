@@ -56,7 +56,7 @@ class QueueWorkersTest : public ::testing::Test {
         }
         return context;
     }
-    bool start(RequestHandler& handler) {
+    bool start(AsyncRequestHandler& handler) {
         return workers.start(context(), uint16_t(drivers.size()), 8,
                              [&](uint16_t) { return &handler; });
     }
@@ -114,11 +114,13 @@ TEST_F(QueueWorkersTest, RemembersWhenAndOnWhichQueueAChainWasLastReturned) {
 }
 
 TEST_F(QueueWorkersTest, StatisticsShowEachQueuesPoolAndItsPeak) {
-    IncrementHandler handler;
+    vt::DeferredHandler handler;
     vt::IoThread thread(io);
     EXPECT_TRUE(counters.statistics().queues.empty()) << "no pool before the first activation";
-    for (int i = 0; i < 3; ++i) submit(0);  // the drain at activation takes them as one batch
+    for (int i = 0; i < 3; ++i) submit(0);  // the drain at activation starts all three
     ASSERT_TRUE(start(handler));
+    ASSERT_TRUE(handler.wait_held(3));
+    handler.release_newest();
     ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 3; }));
 
     const auto queues = counters.statistics().queues;
@@ -143,6 +145,64 @@ TEST_F(QueueWorkersTest, StatisticsShowEachQueuesPoolAndItsPeak) {
     const auto restarted = counters.statistics().queues;
     ASSERT_EQ(restarted.size(), 1u) << "the next activation replaces them";
     EXPECT_EQ(restarted[0].peak_slots_in_use, 0u);
+}
+
+// The asynchronous path: a queue's worth in flight at once, returned to the driver in the
+// order they complete, with an interrupt per batch of completions.
+TEST_F(QueueWorkersTest, KeepsAQueuesWorthInFlightAndReturnsThemAsTheyComplete) {
+    vt::DeferredHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    std::vector<uint16_t> heads;
+    for (int i = 0; i < 8; ++i) {
+        const vt::TestDriver::Buffer chain[] = {{guest.alloc(1), 1, true}};
+        heads.push_back(drivers[0]->add_chain(chain));
+    }
+    kicks[0].signal();
+    ASSERT_TRUE(handler.wait_held(8)) << "every chain of the ring started before any completed";
+    EXPECT_EQ(drivers[0]->used_idx(), 0);
+    EXPECT_EQ(counters.statistics().queues[0].peak_slots_in_use, 8u);
+
+    handler.release_newest(3);
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 3; }));
+    for (uint16_t i = 0; i < 3; ++i) EXPECT_EQ(drivers[0]->used(i).id, heads[7 - i]);
+    EXPECT_TRUE(vt::eventually([&] { return interrupt.queue_notifications.load() >= 1; }));
+
+    // Three slots are free again: a new chain starts while five are still in flight.
+    const vt::TestDriver::Buffer more[] = {{guest.alloc(1), 1, true}};
+    const uint16_t late = drivers[0]->add_chain(more);
+    kicks[0].signal();
+    ASSERT_TRUE(handler.wait_held(6));
+    handler.release_newest(1);
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 4; }));
+    EXPECT_EQ(drivers[0]->used(3).id, late);
+    handler.release_newest();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 9; }));
+    EXPECT_EQ(counters.requests.load(), 9u);
+    EXPECT_FALSE(counters.needs_reset.load());
+}
+
+// A reset completes the requests an asynchronous handler still holds before it returns: their
+// buffers are the host's until then.  Nothing interrupts the driver for them.
+TEST_F(QueueWorkersTest, StopCompletesTheRequestsInFlightOfAnAsynchronousHandler) {
+    vt::DeferredHandler handler;
+    vt::IoThread thread(io);
+    ASSERT_TRUE(start(handler));
+    const GuestAddr first = submit(0), second = submit(0);
+    kicks[0].signal();
+    ASSERT_TRUE(handler.wait_held(2));
+    const int notifications = interrupt.queue_notifications.load();
+
+    auto stopped = std::async(std::launch::async, [&] { workers.stop(); });
+    EXPECT_EQ(stopped.wait_for(50ms), std::future_status::timeout)
+        << "stop() returned while requests were in flight";
+    handler.release_newest();
+    stopped.get();
+    EXPECT_EQ(byte_at(first), vt::DeferredHandler::done_byte);
+    EXPECT_EQ(byte_at(second), vt::DeferredHandler::done_byte);
+    EXPECT_EQ(drivers[0]->used_idx(), 2) << "completed into the used ring";
+    EXPECT_EQ(interrupt.queue_notifications.load(), notifications);
+    EXPECT_EQ(handler.held(), 0u);
 }
 
 TEST_F(QueueWorkersTest, StatisticsKeepTheFirstDriverOkAndTheFirstNotify) {

@@ -1,6 +1,7 @@
 // Test support for device tests with real I/O threads: a thread that runs the io_context as
-// vmm's I/O threads do, and a request handler whose "I/O" blocks until the test releases it,
-// so a test can hold a request in flight while it resets the device; running an io_context on
+// vmm's I/O threads do, a request handler whose "I/O" blocks until the test releases it, so a
+// test can hold a request in flight while it resets the device, and one that holds many in
+// flight and completes them later, as an asynchronous backend does; running an io_context on
 // the test's thread until something happened, a virtio-blk write into a ring, and this
 // process's open files.
 #pragma once
@@ -127,6 +128,58 @@ class GatedHandler : public RequestHandler {
     int entered_ = 0;
     int completed_ = 0;
     bool released_ = false;
+};
+
+// Starts every request and holds it until the test releases it; released ones complete in the
+// next progress(), which its eventfd wakes the worker for.  Each writes `done_byte` into its
+// first writable byte.
+class DeferredHandler : public AsyncRequestHandler {
+  public:
+    void start(InFlight& request) override {
+        std::lock_guard lock(mutex_);
+        held_.push_back(&request);
+        changed_.notify_all();
+    }
+    void progress() override {
+        std::vector<InFlight*> ready;
+        {
+            std::lock_guard lock(mutex_);
+            ready.swap(released_);
+        }
+        for (InFlight* request : ready) {
+            const uint8_t byte = done_byte;
+            request->chain().writable.copy_from(0, std::span(&byte, 1));
+            request->complete(static_cast<uint32_t>(request->chain().writable.size()));
+        }
+    }
+    int completion_fd() const noexcept override { return ready_.get(); }
+
+    // True once `n` requests are held at once (false after 5 s).
+    bool wait_held(size_t n) {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, std::chrono::seconds(5), [&] { return held_.size() >= n; });
+    }
+    // Releases the held requests the newest first, or all.
+    void release_newest(size_t n = SIZE_MAX) {
+        std::lock_guard lock(mutex_);
+        while (n-- > 0 && !held_.empty()) {
+            released_.push_back(held_.back());
+            held_.pop_back();
+        }
+        ready_.signal();
+    }
+    size_t held() {
+        std::lock_guard lock(mutex_);
+        return held_.size();
+    }
+
+    static constexpr uint8_t done_byte = 0x6b;
+
+  private:
+    EventFd ready_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<InFlight*> held_, released_;
 };
 
 }  // namespace mvmm::devices::virtio::testing

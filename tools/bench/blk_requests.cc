@@ -79,13 +79,15 @@ class BlkRequests final : public DriverRequests {
                             .transfer = workload == Workload::rand4k ? kPage : 16 * kPage}}) {}
 
     Device device(const std::string& image, SlotSource request_alloc, uint16_t request_queues,
-                  boost::asio::io_context& io) const override {
+                  const BlkIo& blk_io, boost::asio::io_context& io) const override {
         devices::virtio::blk::DiskConfig disk;
         disk.path = image;
         disk.read_only = workload_ != Workload::mixed;
         disk.serial = std::string(kSerial);
         disk.queues = request_queues;
         disk.request_alloc = request_alloc;
+        disk.aio = blk_io.aio;
+        disk.image.cache = blk_io.cache;
         auto device = std::make_unique<devices::virtio::blk::BlkDevice>(disk, io);
         const auto* counters = &device->counters();
         return {std::move(device), counters};

@@ -7,14 +7,16 @@
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "devices/block/image_options.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/slot_pool.h"
 #include "devices/virtio/test_queue_driver.h"
 #include "devices/virtio/virtio_device.h"
 #include "mem/guest_addr.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm::bench {
 
@@ -48,9 +50,16 @@ class DriverRequests {
         std::unique_ptr<devices::virtio::Device> device;
         const devices::virtio::QueueCounters* counters;  // the device's
     };
+    // How blk reaches its image (a SCSI LUN has neither): aio= (unset: the device's default)
+    // and cache=.
+    struct BlkIo {
+        std::optional<devices::block::AioMode> aio;
+        devices::block::CacheMode cache = devices::block::CacheMode::Writeback;
+    };
     // The device on `image`, writable unless the workload only reads.
     virtual Device device(const std::string& image, SlotSource request_alloc,
-                          uint16_t request_queues, boost::asio::io_context& io) const = 0;
+                          uint16_t request_queues, const BlkIo& blk_io,
+                          boost::asio::io_context& io) const = 0;
     // The device's queues the rig's driver sets up (Linux sets up every one) and those it
     // sends requests on.
     virtual uint16_t device_queues(uint16_t request_queues) const = 0;

@@ -43,7 +43,7 @@ class ScsiRequests final : public DriverRequests {
     }
 
     Device device(const std::string& image, SlotSource request_alloc, uint16_t request_queues,
-                  boost::asio::io_context& io) const override {
+                  const BlkIo& /*a LUN has none*/, boost::asio::io_context& io) const override {
         scsi::ControllerConfig config{
             .id = "bench",
             .request_queues = request_queues,

@@ -170,7 +170,8 @@ VirtioRig::VirtioRig(const Config& config)
             std::make_unique<QueueLoad>(guest_, config_, *requests_, loaded[i], uint16_t(i));
     for (uint16_t q = 0; q < device_queues; ++q)
         if (!queues_[q]) idle_rings_.push_back(std::make_unique<vt::TestDriver>(guest_, kRingSize));
-    auto device = requests_->device(config.image.path(), config.request_alloc, config.queues, io_);
+    auto device = requests_->device(config.image.path(), config.request_alloc, config.queues,
+                                    config.blk_io, io_);
     counters_ = device.counters;
     auto function = std::make_shared<devices::virtio::pci::VirtioPciFunction>(
         std::move(device.device), platform_, guest_.memory());

@@ -28,8 +28,8 @@
 #include "devices/platform.h"
 #include "devices/virtio/pci/test_pci_driver.h"
 #include "devices/virtio/queue_counters.h"
-#include "devices/virtio/slot_pool.h"
 #include "devices/virtio/test_queue_driver.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm::bench {
 
@@ -49,6 +49,7 @@ class VirtioRig {
         uint16_t queues = 4;  // request queues
         uint16_t depth = 32;  // requests in flight per queue
         SlotSource request_alloc = SlotSource::pool;
+        DriverRequests::BlkIo blk_io;  // blk's aio= and cache=
         unsigned io_threads = 2;
         bool verify_every_word = false;  // else the first word of every 4 KiB read
     };

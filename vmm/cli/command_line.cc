@@ -42,7 +42,9 @@ void add_guest_options(CLI::App& app, Config& config, RawOptions& raw) {
 void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
-                   "[,queue-size=N][,bus=rootport|root], or a LUN of a SCSI controller: "
+                   "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; raw "
+                   "images)][,aio=io_uring|threads|sync (default: io_uring where the kernel has "
+                   "it)], or a LUN of a SCSI controller: "
                    "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
                    "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
                    " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"

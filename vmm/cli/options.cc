@@ -76,12 +76,33 @@ devices::block::ImageOptions image_options(const OptionParser& parser) {
     return options;
 }
 
+// cache=writeback|none: O_DIRECT is for raw images on virtio-blk, whose queues bounce the
+// buffers it cannot take (a SCSI LUN's I/O goes through the page cache; open_disk_image
+// refuses qcow2 images with it).
+devices::block::CacheMode cache_mode(const OptionParser& parser) {
+    using devices::block::CacheMode;
+    return parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},
+                         CacheMode::Writeback);
+}
+
+// aio=io_uring|threads|sync; unset: io_uring where the kernel has it (the device decides).
+std::optional<devices::block::AioMode> aio_mode(const OptionParser& parser) {
+    using devices::block::AioMode;
+    if (!parser.has("aio")) return std::nullopt;
+    return parser.choice(
+        "aio",
+        {{"io_uring", AioMode::IoUring}, {"threads", AioMode::Threads}, {"sync", AioMode::Sync}},
+        AioMode::IoUring);
+}
+
 blk::DiskConfig blk_disk(const OptionParser& parser) {
     for (const char* key : {"lun", "target"})
         if (parser.has(key)) parser.fail(key, "a SCSI address needs controller=");
     blk::DiskConfig config;
     config.path = parser.required("path");
     config.image = image_options(parser);
+    config.image.cache = cache_mode(parser);
+    config.aio = aio_mode(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
     config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
@@ -133,6 +154,8 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
     for (const char* key : {"queues", "queue-size", "bus"})
         if (parser.has(key))
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
+    for (const char* key : {"aio", "cache"})
+        if (parser.has(key)) parser.fail(key, "for virtio-blk disks only; a SCSI LUN has neither");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
     lun.image = image_options(parser);
@@ -177,10 +200,11 @@ ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
 }
 
 void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag) {
-    OptionParser parser(std::move(flag),
-                        {"path", "format", "readonly", "serial", "queues", "queue-size", "bus",
-                         "controller", "target", "lun", "logical-block-size", "physical-block-size",
-                         "l2-cache-size", "refcount-cache-size", "cache-clean-interval"});
+    OptionParser parser(
+        std::move(flag),
+        {"path", "format", "cache", "aio", "readonly", "serial", "queues", "queue-size", "bus",
+         "controller", "target", "lun", "logical-block-size", "physical-block-size",
+         "l2-cache-size", "refcount-cache-size", "cache-clean-interval"});
     parser.parse(text);
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);

@@ -8,8 +8,8 @@
 
 #include "devices/virtio/blk/config.h"
 #include "devices/virtio/scsi/config.h"
-#include "devices/virtio/slot_pool.h"
 #include "mem/ram_config.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm {
 
@@ -29,11 +29,12 @@ struct DiskOptions {
     std::vector<ScsiControllerOption> scsi;
 };
 
-// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root] adds a
-// virtio-blk disk; --disk path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the
-// controller ID in `disks` (the lowest LUN number free so far without lun=).  An unknown
-// controller, a LUN number taken or past the limit, or a serial another LUN has is an error.
-// `flag` names the option in messages (the management socket's add-disk says "add-disk").
+// --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root]
+// [,cache=writeback|none][,aio=io_uring|threads|sync] adds a virtio-blk disk; --disk
+// path=FILE,controller=ID[,lun=N][,readonly=on][,serial=S] a LUN to the controller ID in `disks`
+// (the lowest LUN number free so far without lun=).  An unknown controller, a LUN number taken or
+// past the limit, or a serial another LUN has is an error. `flag` names the option in messages (the
+// management socket's add-disk says "add-disk").
 void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag = "--disk");
 
 // --memory SIZE or size=SIZE[,hugepages=2M|1G][,shared=on][,path=DIR][,prealloc=on]

@@ -138,6 +138,22 @@ TEST(DiskOption, Qcow2CacheKeysHaveQemusNamesDefaultsAndUnits) {
         EXPECT_THAT(error_of(parse_disk_option, option), HasSubstr(message)) << option;
 }
 
+TEST(DiskOption, AioAndCacheModes) {
+    using devices::block::AioMode;
+    using devices::block::CacheMode;
+    const auto defaults = parse_disk_option("path=d");
+    EXPECT_EQ(defaults.aio, std::nullopt) << "io_uring where the kernel has it: the device probes";
+    EXPECT_EQ(defaults.image.cache, CacheMode::Writeback);
+    EXPECT_EQ(parse_disk_option("path=d,aio=io_uring").aio, AioMode::IoUring);
+    EXPECT_EQ(parse_disk_option("path=d,aio=threads").aio, AioMode::Threads);
+    EXPECT_EQ(parse_disk_option("path=d,aio=sync").aio, AioMode::Sync);
+    EXPECT_EQ(parse_disk_option("path=d,cache=none").image.cache, CacheMode::None);
+    EXPECT_THAT(error_of(parse_disk_option, "path=d,aio=native"),
+                HasSubstr("aio=native: expected one of io_uring, threads, sync"));
+    EXPECT_THAT(error_of(parse_disk_option, "path=d,cache=off"),
+                HasSubstr("cache=off: expected one of writeback, none"));
+}
+
 TEST(CacheAllocOption, NamesWhereCachedTablesLive) {
     using devices::block::qcow2::CacheAlloc;
     EXPECT_EQ(parse_cache_alloc_option("mapping"), CacheAlloc::Mapping);
@@ -250,6 +266,8 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,queues=2"}, "queues=2: a LUN has its controller's"},
         {{"path=a,controller=c0,queue-size=64"}, "queue-size=64: a LUN has its controller's"},
         {{"path=a,controller=c0,bus=root"}, "bus=root: a LUN has its controller's"},
+        {{"path=a,controller=c0,aio=threads"}, "aio=threads: for virtio-blk disks only"},
+        {{"path=a,controller=c0,cache=none"}, "cache=none: for virtio-blk disks only"},
         {{"controller=c0"}, "path= is required"},
     };
     for (const auto& [disks, message] : cases) {

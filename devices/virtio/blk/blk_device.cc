@@ -99,65 +99,50 @@ BlockSizes checked_sizes(const DiskConfig& config) {
     return checked_block_sizes(config.logical_block_size, config.physical_block_size);
 }
 
+// aio= as given, else io_uring where this kernel has it.
+block::AioMode checked_aio(std::optional<block::AioMode> aio, const std::string& path) {
+    if (!aio) return block::default_aio_mode();
+    if (*aio == block::AioMode::IoUring && !block::io_uring_supported())
+        throw block::ImageError("disk image " + path +
+                                ": aio=io_uring: this kernel does not allow io_uring; use "
+                                "aio=threads");
+    return *aio;
+}
+
 }  // namespace
 
-BlkDevice::Requests::Requests(const DiskConfig& config, BlkCounters& counters)
-    : image(block::open_disk_image(config.path, config.read_only, config.image)),
-      sizes(checked_sizes(config)),
-      serial(disk_serial(config)),
-      info{.capacity_sectors = image->size() / kSectorSize,
-           .read_only = config.read_only,
-           .max_discard_sectors = kMaxDiscardSectors,
-           .max_discard_segments = kMaxDiscardSegments,
-           .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
-           .max_write_zeroes_segments = kMaxWriteZeroesSegments},
-      capacity_sectors(info.capacity_sectors),
-      counters_(counters) {
-    check_image_fits(config.path, image->size(), sizes);
-}
-
-uint32_t BlkDevice::Requests::handle(const DescriptorChain& chain) {
-    Status status = Status::Ok;
-    DiskInfo disk = info;
-    disk.capacity_sectors = capacity_sectors.load();  // resize_from_image() may change it
-    auto request = parse(chain, disk);
-    if (!request) {
-        ++counters_.bad_requests;
-        spdlog::debug("virtio-blk {}: bad request: {}", image->path(), request.error().what);
-        if (request.error() == blk_error::kNoStatusByte) return 0;
-        status = request.error().status;
-    } else if (auto done = execute(*request, *image, serial, write_through); !done) {
-        ++counters_.io_errors;
-        spdlog::log(io_error_logged_.exchange(true) ? spdlog::level::debug : spdlog::level::warn,
-                    "virtio-blk {}: I/O error: {}", image->path(), done.error().message());
-        status = Status::IoError;
-    }
-    const auto byte = static_cast<uint8_t>(status);
-    chain.writable.copy_from(chain.writable.size() - 1, std::span(&byte, 1));
-    // As QEMU does: the status byte ends the writable part, so all of it counts as written.
-    return static_cast<uint32_t>(chain.writable.size());
-}
-
 BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
-    : requests_(config, counters_),
+    : image_(block::open_disk_image(config.path, config.read_only, config.image)),
+      sizes_(checked_sizes(config)),
+      serial_(disk_serial(config)),
+      info_{.capacity_sectors = image_->size() / kSectorSize,
+            .read_only = config.read_only,
+            .max_discard_sectors = kMaxDiscardSectors,
+            .max_discard_segments = kMaxDiscardSegments,
+            .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
+            .max_write_zeroes_segments = kMaxWriteZeroesSegments},
+      capacity_sectors_(info_.capacity_sectors),
+      aio_(checked_aio(config.aio, config.path)),
+      disk_{*image_, serial_, info_, capacity_sectors_, counters_},
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-blk")),
-      config_space_(make_config_space(requests_.info, requests_.sizes, num_queues_, queue_size_)),
-      workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {}
+      config_space_(make_config_space(info_, sizes_, num_queues_, queue_size_)),
+      workers_(io, "virtio-blk " + config.path, counters_, config.request_alloc) {
+    check_image_fits(config.path, image_->size(), sizes_);
+}
 
 void BlkDevice::read_config(uint64_t offset, std::span<uint8_t> data) const {
     std::array<uint8_t, sizeof(ConfigSpace)> config;
     std::ranges::copy(config_space_, config.begin());
-    const uint64_t capacity = requests_.capacity_sectors.load();
+    const uint64_t capacity = capacity_sectors_.load();
     std::memcpy(config.data() + offsetof(ConfigSpace, capacity), &capacity, sizeof capacity);
     read_config_space(config, offset, data);
 }
 
 uint64_t BlkDevice::resize_from_image() {
-    const uint64_t bytes = requests_.image->reread_size(requests_.sizes.logical);
-    if (requests_.capacity_sectors.exchange(bytes / kSectorSize) == bytes / kSectorSize)
-        return bytes;
+    const uint64_t bytes = image_->reread_size(sizes_.logical);
+    if (capacity_sectors_.exchange(bytes / kSectorSize) == bytes / kSectorSize) return bytes;
     std::lock_guard lock(interrupt_mutex_);
     if (interrupt_) interrupt_->notify_config();  // virtio 1.2, 5.2.2: the capacity changed
     return bytes;
@@ -165,20 +150,31 @@ uint64_t BlkDevice::resize_from_image() {
 
 void BlkDevice::write_config(uint64_t offset, std::span<const uint8_t> data) {
     // Nothing is writable: `writeback` is only writable with VIRTIO_BLK_F_CONFIG_WCE.
-    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", requests_.image->path(),
+    spdlog::debug("virtio-blk {}: ignored config write of {} bytes at {}", image_->path(),
                   data.size(), offset);
 }
 
 bool BlkDevice::activate(ActivateContext context) {
     workers_.stop();
+    queues_.clear();
     // Without FLUSH negotiated, a completed write must already be stable (virtio 1.2, 5.2.6.2).
-    requests_.write_through = !(context.features & kFeatureFlush);
+    disk_.write_through = !(context.features & kFeatureFlush);
+    try {
+        for (uint16_t i = 0; i < num_queues_; ++i)
+            queues_.push_back(std::make_unique<BlkQueue>(disk_, aio_, queue_size_));
+    } catch (const std::exception& e) {
+        spdlog::error("virtio-blk {}: cannot set up aio={}: {}", image_->path(),
+                      block::to_string(aio_), e.what());
+        queues_.clear();
+        return false;
+    }
     {
         std::lock_guard lock(interrupt_mutex_);
         interrupt_ = &context.interrupt;
     }
-    return workers_.start(context, num_queues_, queue_size_,
-                          [this](uint16_t) -> RequestHandler* { return &requests_; });
+    return workers_.start(context, num_queues_, queue_size_, [this](uint16_t i) {
+        return static_cast<AsyncRequestHandler*>(queues_[i].get());
+    });
 }
 
 void BlkDevice::reset() {
@@ -187,6 +183,7 @@ void BlkDevice::reset() {
         interrupt_ = nullptr;
     }
     workers_.stop();
+    queues_.clear();
     counters_.needs_reset.store(false);
 }
 

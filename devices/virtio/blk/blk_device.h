@@ -1,6 +1,7 @@
-// virtio-blk on a raw image.  Queue work (ring parsing and the disk I/O itself) runs on the
-// Boost.Asio io_context the VMM passes in, never on a vCPU thread: each queue waits for its
-// kick eventfd there, and each queue runs on one thread at a time, so vmm may run the
+// virtio-blk on a disk image.  Queue work (ring parsing, starting the disk I/O and completing
+// it) runs on the Boost.Asio io_context the VMM passes in, never on a vCPU thread: each queue
+// waits for its kick and its completions there, one queue on one thread at a time, with up to
+// a queue's worth of requests in flight (aio=io_uring, threads or sync), so vmm may run the
 // io_context on any number of I/O threads (see README.md).
 #pragma once
 
@@ -24,16 +25,10 @@ class io_context;
 
 namespace mvmm::devices::virtio::blk {
 
-// Per-device counters, readable from any thread: the queue workers' and the requests'.
-struct BlkCounters : QueueCounters {
-    std::atomic<uint64_t> bad_requests{0};  // completed with IOERR/UNSUPP (or no status byte)
-    std::atomic<uint64_t> io_errors{0};     // host I/O failed: completed with IOERR
-};
-
 class BlkDevice final : public Device {
   public:
-    // Opens the image (block::open_disk_image; throws block::ImageError for the user).  `io` must
-    // outlive the device.
+    // Opens the image (block::open_disk_image; throws block::ImageError for the user, also for
+    // aio=io_uring where the kernel refuses it).  `io` must outlive the device.
     BlkDevice(const DiskConfig& config, boost::asio::io_context& io);
 
     uint32_t device_id() const override { return 2; }
@@ -51,9 +46,10 @@ class BlkDevice final : public Device {
     bool needs_reset() const override { return counters_.needs_reset.load(); }
 
     const BlkCounters& counters() const noexcept { return counters_; }
-    const DiskInfo& disk_info() const noexcept { return requests_.info; }  // as opened
+    const DiskInfo& disk_info() const noexcept { return info_; }  // as opened
     // For its owner's figures and idle-cache cleaning, whatever the format.
-    block::DiskImage& image() const noexcept { return *requests_.image; }
+    block::DiskImage& image() const noexcept { return *image_; }
+    block::AioMode aio() const noexcept { return aio_; }
 
     // Re-reads the image's size (the host grew or shrank it) and, when it changed, gives the
     // driver the new capacity with a config change interrupt.  Returns the size in bytes;
@@ -62,27 +58,15 @@ class BlkDevice final : public Device {
     uint64_t resize_from_image();
 
   private:
-    // Parses and executes one chain on the image and writes its status; every queue's.
-    class Requests final : public RequestHandler {
-      public:
-        Requests(const DiskConfig& config, BlkCounters& counters);
-        uint32_t handle(const DescriptorChain& chain) override;
-
-        std::unique_ptr<block::DiskImage> image;
-        const BlockSizes sizes;
-        const std::string serial;
-        const DiskInfo info;
-        std::atomic<uint64_t> capacity_sectors;  // info's, until the image is resized
-        // Set by activate() while no worker runs: without FLUSH every write is flushed.
-        bool write_through = false;
-
-      private:
-        BlkCounters& counters_;
-        std::atomic<bool> io_error_logged_{false};
-    };
-
     BlkCounters counters_;
-    Requests requests_;
+    std::unique_ptr<block::DiskImage> image_;
+    const BlockSizes sizes_;
+    const std::string serial_;
+    const DiskInfo info_;
+    std::atomic<uint64_t> capacity_sectors_;  // info_'s, until the image is resized
+    const block::AioMode aio_;
+    BlkDisk disk_;  // write_through set by activate() while no worker runs
+    std::vector<std::unique_ptr<BlkQueue>> queues_;  // this activation's
     uint64_t features_;
     uint16_t num_queues_;
     uint16_t queue_size_;

@@ -8,7 +8,7 @@
 
 #include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "devices/virtio/slot_pool.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm::devices::virtio::blk {
 
@@ -31,7 +31,8 @@ struct DiskConfig {
     uint32_t logical_block_size = 512;            // blk_size: 512 or 4096 (../block_size.h)
     uint32_t physical_block_size = 0;             // 0: the logical size; else a power of two >= it
     SlotSource request_alloc = SlotSource::pool;  // where requests in flight live
-    block::ImageOptions image;                    // format=
+    block::ImageOptions image;                    // format=, cache=
+    std::optional<block::AioMode> aio;            // unset: io_uring where the kernel has it
 };
 
 // The device ID string the guest sees (/dev/disk/by-id/virtio-<serial>): the configured

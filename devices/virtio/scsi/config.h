@@ -9,7 +9,7 @@
 
 #include "devices/block/image_options.h"
 #include "devices/virtio/queue_size.h"
-#include "devices/virtio/slot_pool.h"
+#include "mem/slot_pool.h"
 
 namespace mvmm::devices::virtio::scsi {
 

@@ -2,11 +2,11 @@
 
   tools/request-bench [--allocators glibc,jemalloc,tcmalloc] [--reps 3] [--requests 20000] [--queues 4]
                       [--depth 32] [--io-threads 2] [--profile-requests 400] [--no-profile] [--build DIR]
-                      [--json FILE]
+                      [--aio io_uring|threads|sync] [--json FILE]
 
 build/tools/request-bench (tools/request_bench.cc) plays the guest driver over the real device code and I/O threads
 (a virtio-blk disk: 4 KiB random reads and 64 KiB sequential reads, --depth requests in flight on each of --queues
-queues, a raw image on /dev/shm) for --request-alloc pool, malloc and calloc; its own --devices scsi and
+queues, a raw image on /dev/shm, aio= as --aio says) for --request-alloc pool, malloc and calloc; its own --devices scsi and
 --workloads mixed, which its --short CI test runs, are not part of this comparison. This tool runs it with glibc's malloc and with
 Debian's jemalloc and tcmalloc (libjemalloc2, libtcmalloc-minimal4; tools/setup installs them) put in front by
 LD_PRELOAD: one build, three allocators. Repetitions are interleaved: every round runs every allocator, each of
@@ -52,6 +52,8 @@ def parse_args(argv):
     ap.add_argument("--profile-requests", type=int, default=400, help="per queue, under callgrind (default 400)")
     ap.add_argument("--no-profile", action="store_true", help="skip the callgrind runs")
     ap.add_argument("--build", type=Path, default=REPO / "build", help="the build directory (default build/)")
+    ap.add_argument("--aio", default="io_uring", choices=["io_uring", "threads", "sync"],
+                    help="virtio-blk's aio= mode for every run (default io_uring)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write every figure as JSON to FILE")
     args = ap.parse_args(argv)
     args.allocators = [a.strip() for a in args.allocators.split(",") if a.strip()]
@@ -79,7 +81,8 @@ def binary(build):
 
 
 def common_args(args):
-    return ["--queues", str(args.queues), "--depth", str(args.depth), "--io-threads", str(args.io_threads), "--json"]
+    return ["--queues", str(args.queues), "--depth", str(args.depth), "--io-threads", str(args.io_threads),
+            "--aios", args.aio, "--json"]
 
 
 def samples(output, allocator, rep):

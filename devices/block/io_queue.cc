@@ -1,0 +1,214 @@
+#include "devices/block/io_queue.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
+#include "devices/block/thread_pool.h"
+
+namespace mvmm::devices::block {
+namespace {
+
+// With cache=none, a transfer whose buffers the image cannot take moves through a bounce
+// buffer this large at a time (Linux's own requests are aligned: this is the rare case).
+constexpr uint64_t kBounceWindow = 64 * 1024;
+
+bool is_transfer(IoOp::Kind kind) {
+    return kind == IoOp::Kind::Read || kind == IoOp::Kind::Write;
+}
+
+bool aligned(const GuestBuffers& buffers, size_t alignment) {
+    for (const GuestBuffers::Part piece : buffers) {
+        const iovec iov = piece.as_iovec();
+        if (reinterpret_cast<uintptr_t>(iov.iov_base) % alignment != 0 ||
+            iov.iov_len % alignment != 0)
+            return false;
+    }
+    return true;
+}
+
+std::span<uint8_t> bounce_bytes(const IoRequest::Flight& flight, uint64_t length) {
+    const auto bytes = flight.bounce->bytes();
+    return {reinterpret_cast<uint8_t*>(bytes.data()), length};
+}
+
+IoResult error_result(int error) {
+    return Unexpected{std::error_code(error, std::generic_category())};
+}
+
+// Runs each step at once, on the queue's context: one operation at a time.
+class SyncQueue final : public IoQueue {
+  public:
+    SyncQueue(DiskImage& image, uint32_t depth) : IoQueue(image, depth) {}
+    int completion_fd() const noexcept override { return -1; }
+
+  private:
+    void issue(IoRequest& request) override {
+        finished(request, run_step(image_, request.flight.step));
+    }
+    void poll() override {}
+};
+
+}  // namespace
+
+std::string_view to_string(AioMode mode) {
+    switch (mode) {
+        case AioMode::IoUring:
+            return "io_uring";
+        case AioMode::Threads:
+            return "threads";
+        case AioMode::Sync:
+            return "sync";
+    }
+    return "?";
+}
+
+AioMode default_aio_mode() {
+    return io_uring_supported() ? AioMode::IoUring : AioMode::Threads;
+}
+
+int64_t run_step(DiskImage& image, const IoStep& step) {
+    IoResult result = Ok{};
+    switch (step.kind) {
+        case IoOp::Kind::Read:
+            result = image.read(step.offset, step.buffers);
+            break;
+        case IoOp::Kind::Write:
+            result = image.write(step.offset, step.buffers);
+            break;
+        case IoOp::Kind::Flush:
+            result = image.flush();
+            break;
+        case IoOp::Kind::Discard:
+            result = image.discard(step.offset, step.length);
+            break;
+        case IoOp::Kind::WriteZeroes:
+            result = image.write_zeroes(step.offset, step.length, step.may_unmap);
+            break;
+    }
+    if (!result) return -int64_t{result.error().value()};
+    return is_transfer(step.kind) ? int64_t(step.length) : 0;
+}
+
+std::unique_ptr<IoQueue> DiskImage::open_queue(AioMode mode, uint32_t depth) {
+    switch (mode) {
+        case AioMode::IoUring:
+            return open_uring_queue(depth);
+        case AioMode::Threads:
+            break;
+        case AioMode::Sync:
+            return open_sync_queue(*this, depth);
+    }
+    return open_pool_queue(*this, depth);
+}
+
+std::unique_ptr<IoQueue> DiskImage::open_uring_queue(uint32_t depth) {
+    return open_pool_queue(*this, depth);
+}
+
+std::unique_ptr<IoQueue> open_sync_queue(DiskImage& image, uint32_t depth) {
+    return std::make_unique<SyncQueue>(image, depth);
+}
+
+IoQueue::IoQueue(DiskImage& image, uint32_t depth) : image_(image), depth_(depth) {
+    if (image.buffer_alignment() > 1) bounce_pool_.emplace(kBounceWindow, depth);
+}
+
+void IoQueue::submit(IoRequest& request, const IoOp& op) {
+    IoRequest::Flight& flight = request.flight;
+    flight.op = op;
+    flight.moved = 0;
+    flight.next = nullptr;
+    if (is_transfer(op.kind) && bounce_pool_ && !aligned(op.buffers, image_.buffer_alignment())) {
+        flight.bounce = bounce_pool_->acquire();
+        if (!flight.bounce) return finished(request, -ENOBUFS);  // more in flight than depth
+        flight.bounce_part = GuestBuffers::Part(bounce_bytes(flight, kBounceWindow));
+    }
+    next_step(request);
+}
+
+// The step after what has moved so far; a write's bounce window is filled first.
+void IoQueue::next_step(IoRequest& request) {
+    IoRequest::Flight& flight = request.flight;
+    const IoOp& op = flight.op;
+    flight.step = {.kind = op.kind,
+                   .may_unmap = op.may_unmap,
+                   .offset = op.offset,
+                   .length = op.length,
+                   .buffers = {}};
+    if (is_transfer(op.kind)) {
+        const uint64_t rest = op.buffers.size() - flight.moved;
+        flight.step.offset = op.offset + flight.moved;
+        if (flight.bounce) {
+            flight.step.length = std::min(rest, kBounceWindow);
+            flight.step.buffers =
+                GuestBuffers(std::span(&flight.bounce_part, 1)).slice(0, flight.step.length);
+            if (op.kind == IoOp::Kind::Write)
+                op.buffers.copy_to(flight.moved, bounce_bytes(flight, flight.step.length));
+        } else {
+            flight.step.length = rest;
+            flight.step.buffers = op.buffers.slice(flight.moved, rest);
+        }
+    }
+    issue(request);
+}
+
+void IoQueue::finished(IoRequest& request, int64_t result) noexcept {
+    request.flight.result = result;
+    request.flight.next = nullptr;
+    if (finished_tail_)
+        finished_tail_->flight.next = &request;
+    else
+        finished_head_ = &request;
+    finished_tail_ = &request;
+}
+
+size_t IoQueue::progress() {
+    size_t done = 0;
+    for (;;) {
+        poll();
+        if (!finished_head_) return done;
+        while (IoRequest* request = finished_head_) {
+            finished_head_ = request->flight.next;
+            if (!finished_head_) finished_tail_ = nullptr;
+            if (advance(*request)) ++done;
+        }
+    }
+}
+
+bool IoQueue::advance(IoRequest& request) {
+    IoRequest::Flight& flight = request.flight;
+    const int64_t result = flight.result;
+    if (result < 0) {
+        complete(request, error_result(static_cast<int>(-result)));
+        return true;
+    }
+    if (!is_transfer(flight.op.kind)) {
+        complete(request, Ok{});
+        return true;
+    }
+    if (result == 0) {  // the image shrank under us
+        complete(request, error_result(EIO));
+        return true;
+    }
+    const auto moved = static_cast<uint64_t>(result);
+    if (flight.bounce && flight.op.kind == IoOp::Kind::Read)
+        flight.op.buffers.copy_from(flight.moved, bounce_bytes(flight, moved));
+    flight.moved += moved;
+    if (flight.moved < flight.op.buffers.size()) {
+        next_step(request);
+        return false;
+    }
+    complete(request, Ok{});
+    return true;
+}
+
+void IoQueue::complete(IoRequest& request, IoResult result) {
+    request.flight.bounce.reset();
+    request.flight.scratch.reset();
+    request.io_done(std::move(result));
+}
+
+}  // namespace mvmm::devices::block
