@@ -2,10 +2,12 @@
 //
 //   mvmm-io fill FILE SIZE_MIB
 //       makes FILE SIZE_MIB MiB long, every 8-byte word holding kMagic ^ its byte offset
-//   mvmm-io read DEVICE randread|seqread BLOCK_BYTES DEPTH SECONDS
-//       reads DEVICE with O_DIRECT for SECONDS, BLOCK_BYTES at a time at random block-aligned
-//       offsets or in sequence (wrapping at the end), DEPTH reads in flight (Linux native AIO),
-//       then waits for those in flight. Checks every word read against the pattern; prints
+//   mvmm-io read DEVICE randread|seqread BLOCK_BYTES DEPTH SECONDS [buffered]
+//       reads DEVICE with O_DIRECT (buffered: through the page cache, where Linux's native AIO
+//       completes each read as it is submitted) for SECONDS, BLOCK_BYTES at a time at random
+//       block-aligned offsets or in sequence (wrapping at the end), DEPTH reads in flight (Linux
+//       native AIO), then waits for those in flight. Checks every word read against the pattern;
+//       prints
 //         workload=randread block_bytes=4096 depth=32 ios=N seconds=S iops=N mib_s=X
 //         mismatches=0 errors=0
 //       (one line) and exits 0 when no read failed or mismatched, 1 otherwise; 2: bad arguments.
@@ -216,7 +218,13 @@ int read_workload(std::span<char*> args) {
     const auto depth = static_cast<unsigned>(number(args[3], 1, 1024, "DEPTH"));
     const uint64_t seconds = number(args[4], 1, 3600, "SECONDS");
     if (block % 512 != 0) throw std::invalid_argument("BLOCK_BYTES must be a multiple of 512");
-    Fd fd(args[0], O_RDONLY | O_DIRECT);
+    bool buffered = false;
+    if (args.size() > 5) {
+        if (std::string_view(args[5]) != "buffered")
+            throw std::invalid_argument("the last word, if any, is buffered");
+        buffered = true;
+    }
+    Fd fd(args[0], O_RDONLY | (buffered ? 0 : O_DIRECT));
     const uint64_t blocks = device_bytes(fd.get()) / block;
     if (blocks < depth) throw std::invalid_argument(std::string(args[0]) + " is too small");
     Offsets offsets(workload == "randread", blocks, block);
@@ -238,7 +246,7 @@ int read_workload(std::span<char*> args) {
 
 constexpr const char* kUsage =
     "usage: mvmm-io fill FILE SIZE_MIB\n"
-    "       mvmm-io read DEVICE randread|seqread BLOCK_BYTES DEPTH SECONDS\n";
+    "       mvmm-io read DEVICE randread|seqread BLOCK_BYTES DEPTH SECONDS [buffered]\n";
 
 }  // namespace
 
@@ -249,7 +257,8 @@ int main(int argc, char** argv) {
             fill(args[2], number(args[3], 1, 1 << 20, "SIZE_MIB"));
             return 0;
         }
-        if (argc == 7 && std::string_view(args[1]) == "read") return read_workload(args.subspan(2));
+        if ((argc == 7 || argc == 8) && std::string_view(args[1]) == "read")
+            return read_workload(args.subspan(2));
         std::fputs(kUsage, stderr);
         return 2;
     } catch (const std::invalid_argument& e) {

@@ -49,6 +49,13 @@ class MvmmIoTest(unittest.TestCase):
             self.assertAlmostEqual(f["iops"], f["ios"] / f["seconds"], delta=f["iops"] * 0.01 + 1)
             self.assertAlmostEqual(f["mib_s"], f["iops"] * block / MIB, delta=f["mib_s"] * 0.01 + 0.1)
 
+    def test_buffered_reads_through_the_page_cache(self):
+        p = run("read", self.disk, "randread", 4096, 8, 1, "buffered")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        f = figures(p.stdout)
+        self.assertEqual((f["mismatches"], f["errors"]), (0, 0))
+        self.assertGreater(f["ios"], 8)
+
     def test_a_changed_word_is_caught(self):
         with open(self.disk, "r+b") as disk:
             disk.seek(3 * MIB + 16)
@@ -59,7 +66,8 @@ class MvmmIoTest(unittest.TestCase):
 
     def test_bad_arguments(self):
         for args in (("read", self.disk, "randwrite", 4096, 32, 1), ("read", self.disk, "randread", 4000, 32, 1),
-                     ("read", self.disk, "randread", 4096, 0, 1), ("fill", self.disk, "x"), ("read",)):
+                     ("read", self.disk, "randread", 4096, 0, 1), ("fill", self.disk, "x"), ("read",),
+                     ("read", self.disk, "randread", 4096, 32, 1, "cached")):
             self.assertEqual(run(*args).returncode, 2, args)
         p = run("read", self.dir / "missing", "randread", 4096, 32, 1)
         self.assertEqual(p.returncode, 1)

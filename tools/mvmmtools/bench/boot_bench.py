@@ -46,11 +46,16 @@ def builds(args):
 
 def variants(args):
     found = []
-    for build, alloc, cache, policy in itertools.product(builds(args), args.request_allocs, args.cache_allocs,
-                                                         args.trim_policies):
-        name = "-".join(w for w in (build, alloc, cache, policy) if w)
-        found.append(Variant(name, "mvmm", build.split("-")[-1] if build != "mvmm" else None, policy, alloc, cache))
-    return found + ([] if args.no_qemu else [Variant("qemu", "qemu")])
+    for build, alloc, cache, aio, policy in itertools.product(builds(args), args.request_allocs, args.cache_allocs,
+                                                              args.aios, args.trim_policies):
+        name = "-".join(w for w in (build, alloc, cache, aio, policy) if w)
+        found.append(Variant(name, "mvmm", build.split("-")[-1] if build != "mvmm" else None, policy, alloc, cache,
+                             aio))
+    if args.no_qemu:
+        return found
+    # QEMU with its default (aio=threads in Debian's 7.2), and with io_uring when mvmm's io_uring boots.
+    return found + [Variant("qemu", "qemu")] + \
+        ([Variant("qemu-io_uring", "qemu", aio="io_uring")] if "io_uring" in args.aios else [])
 
 
 def qemu_img_binary():
@@ -64,10 +69,11 @@ def qemu_img_binary():
 def vmm_words(guest, machine, variant, qemu_firmware="seabios", report=None):
     """The arguments of one boot: QEMU's, or mvmm's with the variant's modes (and --report to that file)."""
     if variant.vmm == "qemu":
-        return qemu_args(guest, machine, qemu_firmware)
+        return qemu_args(guest, machine, qemu_firmware, aio=variant.aio)
     modes = (("--trim-policy", variant.policy), ("--request-alloc", variant.alloc),
              ("--cache-alloc", variant.cache_alloc), ("--report", report))
-    return mvmm_args(guest, machine) + [w for option, value in modes if value for w in (option, value)]
+    return mvmm_args(guest, machine, aio=variant.aio) + [w for option, value in modes if value
+                                                          for w in (option, value)]
 
 
 def supports_report(binary):
@@ -86,8 +92,9 @@ def image_paths(images):
 def in_test_hosts(config, run_timeout, runs, words, per_host, script, record, progress):
     """Runs words = [(tag, limit, function, arguments)] of `runs`, per_host of them in each test host boot (config,
     a boot that freezes or fails loses only its own runs); script(words) writes a boot's script, record(run) makes a
-    record. Returns (records, the test hosts' problems, their exit codes, their console's last lines)."""
-    records, notes, codes, console = [], [], [], []
+    record. Returns (records, the test hosts' problems, their exit codes, their console's last lines, their
+    host-side I/O figures)."""
+    records, notes, codes, console, host_io = [], [], [], [], []
     for first in range(0, len(runs), per_host):
         collector = Collector(runs[first:first + per_host], progress)
         with tempfile.NamedTemporaryFile("w", prefix="boot-bench.", suffix=".sh") as file:
@@ -96,12 +103,12 @@ def in_test_hosts(config, run_timeout, runs, words, per_host, script, record, pr
             code, hang, messages = run_script(config, file.name, collector, len(collector.order), run_timeout)
         mine = [record(run) for run in collector.ordered()]
         found = host_notes(collector, code, hang, messages, failed=any(r["problems"] for r in mine))
-        records, notes, codes = records + mine, notes + found, codes + [code]
+        records, notes, codes, host_io = records + mine, notes + found, codes + [code], host_io + collector.host_io
         console += list(collector.console)[-20:] if found else []
         if hang == "interrupted":  # Ctrl-C or SIGTERM: what ran is kept, nothing more starts
             records += [record(run) for run in runs[first + per_host:]]
             break
-    return records, notes, codes, console
+    return records, notes, codes, console, host_io
 
 
 def measure(args, guest, machines, kinds):
@@ -150,14 +157,16 @@ def measure(args, guest, machines, kinds):
     script = functools.partial(host_script, "boot-bench", max((m.disks for m in machines if m.format == "raw"),
                                                               default=0), binaries=extra,
                                hugepages=hugepages, memory_at=IO_DONE if args.io else None,
-                               filled=(args.io_disk_mib, filler) if args.io else None, overlays=overlays)
+                               filled=(args.io_disk_mib, filler) if args.io else None, overlays=overlays,
+                               host_io_seconds=args.io_seconds if args.io else None)
     record = lambda run: results.record(run, machines[placed[run.tag][0]].label(axes), placed[run.tag][1],
                                         expected(placed[run.tag][0]), not args.no_markers, args.io)
-    records, notes, codes, console = in_test_hosts(config, args.run_timeout, runs, words, per_host, script, record,
-                                                   progress)
+    records, notes, codes, console, host_io = in_test_hosts(config, args.run_timeout, runs, words, per_host, script,
+                                                            record, progress)
     setup = {"reps": args.reps, "warmup": args.warmup, "guest": vars(guest) | {"images": list(guest.images)},
              "io": {"seconds": args.io_seconds, "disk_mib": args.io_disk_mib, "filler": binary_id(Path(filler))}
              if args.io else None,
+             "host_io": host_io,
              "qcow2": {"disk_mib": disk_mib, "cluster_bytes": args.cluster_size, "l2_cache_size": args.l2_cache_size,
                        "qemu_img": binary_id(Path(qemu_img[0]))} if qcow2 else None,
              "machines": [vars(m) for m in machines], "variants": [v.name for v in kinds],

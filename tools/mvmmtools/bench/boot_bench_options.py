@@ -6,6 +6,7 @@ confidence intervals, plots, and a gate against a threshold.
   tools/boot-bench [--reps 5] [--disks 0,1,64] [--disk-bus rootport,root] [--memory 512M,1G]
                    [--hugepages none,2M] [--prealloc off,on] [--cpus 1,2] [--trim-policies off,batch,drain,adaptive]
                    [--request-allocs pool,malloc,calloc] [--io [--io-seconds 5] [--io-disk-mib 256]]
+                   [--aios io_uring,threads,sync]
                    [--disk-format raw,qcow2 [--l2-cache-size 4M] [--cluster-size 64K] [--cache-allocs mapping,heap]]
                    [--mvmm PATH | --mvmm-a PATH --mvmm-b PATH] [--no-qemu] [--qemu-firmware seabios|qboot]
                    [--kernel FILE] [--initrd FILE] [--cmdline TEXT] [--disk-image FILE]... [--no-markers]
@@ -49,8 +50,11 @@ The bootstrap intervals in the summary are for reading, not for the gate: tools/
 --io: the memory-policy experiment (README.md, "Benchmarks"): the guest (guest-images/scripts/io-bench) reads its
 filled disks with O_DIRECT, 4 KiB random reads over every disk at once (32 / disks in flight on each, at least one),
 then 64 KiB sequential reads of the first at depth 32, --io-seconds each; mvmm once per --request-allocs x
---trim-policies (default pool,malloc,calloc x off,drain,adaptive), and QEMU. Rates, boot and workload times, memory
-at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant.
+--trim-policies (default pool,malloc,calloc x off,drain,adaptive) x --aios (aio= of the disks; default mvmm's), and
+QEMU (its default aio=threads, and aio=io_uring too when --aios has io_uring). Rates, boot and workload times,
+memory at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant. Before the
+boots the test host runs the same two workloads itself on the first raw disk's file (through the page cache, as
+both VMMs read it): the host-side limit, and each variant's rates as a fraction of it.
 
 --disk-format qcow2: the --disks disks are qcow2 overlays (`qemu-img create -f qcow2 -b base.qcow2 -F qcow2`),
 made in the test host, of one qcow2 base of --io-disk-mib MiB (without --io: 64 MiB) with --cluster-size clusters,
@@ -86,6 +90,7 @@ TRIM_POLICIES = ("off", "batch", "drain", "adaptive")
 REQUEST_ALLOCS = ("pool", "malloc", "calloc")
 IO_POLICIES = ["off", "drain", "adaptive"]  # --io's default trim policies
 CACHE_ALLOCS = ("mapping", "heap")  # mvmm's --cache-alloc
+AIO_MODES = ("io_uring", "threads", "sync")  # mvmm's --disk aio=
 QCOW2_CLUSTER_SIZE = "64K"  # qemu-img's default
 
 
@@ -172,6 +177,9 @@ def parse_args(argv):
                    help=f"qcow2: the base's cluster size, 512 to 2M (default {QCOW2_CLUSTER_SIZE})")
     m.add_argument("--cache-allocs", type=listed(str, CACHE_ALLOCS), metavar="M,M",
                    help="qcow2: every mvmm build once per --cache-alloc mode (default: mvmm's)")
+    m.add_argument("--aios", type=listed(str, AIO_MODES), metavar="M,M,...",
+                   help="virtio-blk: every mvmm build once per aio= mode of its --disks disks (default: mvmm's, "
+                        "io_uring where the kernel has it); QEMU also with aio=io_uring when io_uring is one")
     m.add_argument("--mvmm", type=Path, default=DEFAULT_MVMM, help=f"the mvmm binary (default {DEFAULT_MVMM})")
     m.add_argument("--mvmm-a", type=Path, help="build A (the reference) of an A/B comparison")
     m.add_argument("--mvmm-b", type=Path, help="build B (the candidate)")
@@ -218,6 +226,9 @@ def parse_args(argv):
         args.disks, args.disk_kind = [args.scsi], ["scsi"]
     check_qcow2(ap, args)
     args.cache_allocs = args.cache_allocs or [None]
+    if args.aios and "scsi" in args.disk_kind:
+        ap.error("--aios is for virtio-blk disks (a SCSI LUN has no aio=)")
+    args.aios = args.aios or [None]
     if args.reps < 1 or args.warmup < 0 or (args.rounds_per_host or 1) < 1:
         ap.error("--reps and --rounds-per-host must be at least 1 and --warmup not negative")
     if any(not 0 <= d <= MAX_DISKS for d in args.disks) or any(not 1 <= c <= 255 for c in args.cpus):

@@ -22,6 +22,8 @@
 #                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
 #   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
+#   BOOTBENCH-HOSTIO <mvmm-io's line>            bb_host_io: the guest's reads of the first disk, done by the test
+#                                                host itself on its file (the host-side limit of boot-bench --io)
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
@@ -48,6 +50,17 @@ bb_disks() {
 			return 1
 		}
 		_i=$((_i + 1))
+	done
+}
+
+# bb_host_io FILLER SECONDS: the guest's two workloads (4 KiB random reads, 64 KiB sequential ones, depth 32) run
+# by the test host itself on the first disk's file, through the page cache as both VMMs read it (its RAM file
+# system takes no O_DIRECT): what the same reads of the same file cost outside any guest.
+bb_host_io() {
+	for _w in "randread 4096" "seqread 65536"; do
+		# shellcheck disable=SC2086 # the workload and its block size are two words
+		_line=$("$1" read "$BB_DIR/disk0.img" $_w 32 "$2" buffered) || echo "BOOTBENCH-ERROR host-side $_w failed"
+		echo "BOOTBENCH-HOSTIO $_line"
 	done
 }
 

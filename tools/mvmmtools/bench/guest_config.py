@@ -1,7 +1,7 @@
 """What a benchmark boots: the guest (kernel, initrd, command line, the user's disk images) and the machine
 configuration (disks, memory, CPUs), rendered as the same machine for mvmm and for QEMU."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 GUEST_MEMORY, GUEST_CPUS = "512M", 2
 GUEST_CMDLINE = "console=ttyS0 quiet mvmm.script=markers"
@@ -90,7 +90,12 @@ def qcow2_options(machine):
     return ",format=qcow2" + (f",l2-cache-size={machine.l2_cache_size}" if machine.l2_cache_size else "")
 
 
-def mvmm_args(guest, machine, disk_dir=DISK_DIR):
+def aio_option(aio):
+    """',aio=X' for the --disks disks, the same key for mvmm and QEMU; '' for the VMM's default."""
+    return f",aio={aio}" if aio else ""
+
+
+def mvmm_args(guest, machine, disk_dir=DISK_DIR, aio=None):
     memory = f"size={machine.memory}" + (f",hugepages={machine.hugepages}" if machine.hugepages else "") + \
              (",prealloc=on" if machine.prealloc else "")
     words = ["--kernel", guest.kernel] + (["--initrd", guest.initrd] if guest.initrd else [])
@@ -102,7 +107,8 @@ def mvmm_args(guest, machine, disk_dir=DISK_DIR):
         words += ["--scsi-controller", f"id=c0{bus}", "--empty-root-ports", str(scsi_empty_ports(machine.bus))]
         bus, lun = "", ",controller=c0"
     words += [w for i in range(machine.disks)
-              for w in ("--disk", f"path={disk_path(machine, i, disk_dir)}{qcow2_options(machine)}{bus}{lun}")]
+              for w in ("--disk", f"path={disk_path(machine, i, disk_dir)}{qcow2_options(machine)}{aio_option(aio)}"
+                                  f"{bus}{lun}")]
     words += [w for image in guest.images for w in ("--disk", f"path={image},readonly=on{lun}")]
     return words
 
@@ -162,12 +168,12 @@ def qemu_memory_options(machine):
     return size + ["-object", f"{backend},id=ram0,size={machine.memory}{extra}", "-machine", "memory-backend=ram0"]
 
 
-def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR):
+def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR, aio=None):
     words = QEMU_FIRMWARE[firmware] + qemu_memory_options(machine)
     words += ["-smp", str(machine.cpus), "-nic", "none", "-kernel", guest.kernel]
     words += (["-initrd", guest.initrd] if guest.initrd else []) + ["-append", guest.cmdline]
-    drives = [f"file={disk_path(machine, i, disk_dir)}" + (qcow2_options(machine) or ",format=raw")
-              for i in range(machine.disks)]
+    drives = [f"file={disk_path(machine, i, disk_dir)}" + (qcow2_options(machine) or ",format=raw") +
+              aio_option(aio) for i in range(machine.disks)]
     drives += [f"file={image},format=raw,readonly=on" for image in guest.images]
     if machine.kind == "scsi":
         return words + qemu_scsi_options(drives, machine.bus)
@@ -183,7 +189,7 @@ class Variant:
     policy: str = None  # --trim-policy, None: mvmm's default
     alloc: str = None  # --request-alloc, None: mvmm's default
     cache_alloc: str = None  # --cache-alloc (qcow2 caches: "mapping" or "heap"), None: mvmm's default
-    extra: tuple = field(default_factory=tuple)
+    aio: str = None  # aio= of the --disks disks (mvmm: io_uring, threads, sync; QEMU: io_uring), None: the VMM's
 
     def function(self):
         """The runner's shell function that starts this variant's binary."""

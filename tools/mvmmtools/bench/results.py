@@ -97,7 +97,7 @@ def record(run, config, variant, disks, markers=True, io=False):
     f = run.figures(disks)
     return {"tag": run.tag, "phase": run.phase, "rep": run.rep, "config": config, "variant": variant.name,
             "vmm": variant.vmm, "build": variant.build, "policy": variant.policy, "alloc": variant.alloc,
-            "cache_alloc": variant.cache_alloc, "code": run.code, "expected_disks": disks, "markers": markers,
+            "cache_alloc": variant.cache_alloc, "aio": variant.aio, "code": run.code, "expected_disks": disks, "markers": markers,
             "io": io, "problems": run.problems(disks, markers, io), **f, **segments(f),
             "workload_s": _minus(f["io_done_s"], f["init_s"]), **report_figures(run.report), "run": asdict(run)}
 
@@ -108,7 +108,7 @@ def rederived(stored):
     run = Run(**{k: v for k, v in stored["run"].items() if k in fields})
     run.lines = [tuple(line) for line in run.lines]
     variant = Variant(stored["variant"], stored["vmm"], stored["build"], stored["policy"], stored.get("alloc"),
-                      stored.get("cache_alloc"))
+                      stored.get("cache_alloc"), stored.get("aio"))
     return record(run, stored["config"], variant, stored["expected_disks"], stored["markers"], stored.get("io"))
 
 
@@ -118,9 +118,13 @@ def measured(records):
 
 
 def names(records, key):
-    """Distinct values of `key` in the order they first appear (QEMU last among variants)."""
+    """Distinct values of `key` in the order they first appear (QEMU's variants last among variants)."""
     found = list(dict.fromkeys(r[key] for r in records))
-    return [n for n in found if n != "qemu"] + [n for n in found if n == "qemu"]
+    return [n for n in found if not is_qemu(n)] + [n for n in found if is_qemu(n)]
+
+
+def is_qemu(variant):
+    return variant == "qemu" or variant.startswith("qemu-")
 
 
 def summarize(records):
@@ -150,8 +154,11 @@ def rounds(records):
 
 
 def ratio_pairs(variant_names):
-    """[(subject, reference)]: every mvmm variant against QEMU, and build B against build A per policy."""
-    pairs = [(v, "qemu") for v in variant_names if v != "qemu" and "qemu" in variant_names]
+    """[(subject, reference)]: every mvmm variant against QEMU (and those with aio=io_uring against QEMU's
+    io_uring too), and build B against build A per policy."""
+    pairs = [(v, "qemu") for v in variant_names if not is_qemu(v) and "qemu" in variant_names]
+    pairs += [(v, "qemu-io_uring") for v in variant_names
+              if "-io_uring" in v and not is_qemu(v) and "qemu-io_uring" in variant_names]
     pairs += [(v, "mvmm-a" + v[len("mvmm-b"):]) for v in variant_names
               if v.startswith("mvmm-b") and "mvmm-a" + v[len("mvmm-b"):] in variant_names]
     return pairs

@@ -140,9 +140,10 @@ class Collector:
         self.last_progress = time.monotonic()  # the latest BOOTBENCH line
         self.errors = []
         self.console = collections.deque(maxlen=40)  # the test host's other lines (its kernel, its shell)
+        self.host_io = []  # bb_host_io's figures: {key: value} per workload
 
     def line(self, text):
-        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT) (.*)", text.rstrip("\r"))
+        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT|HOSTIO) (.*)", text.rstrip("\r"))
         if not m:
             self.console.append(text.rstrip("\r"))
             return
@@ -151,6 +152,9 @@ class Collector:
         if kind == "ERROR":
             self.errors.append(rest)
             say(f"test host: {rest}")
+            return
+        if kind == "HOSTIO":
+            self.host_io.append(key_values(rest))
             return
         tag, _, rest = rest.partition(" ")
         run = self.runs.get(tag)

@@ -1,6 +1,8 @@
 """Boot-bench's text report: per configuration the medians [min-max] of every variant, the paired ratios with
 their confidence intervals, and the gate's verdict."""
 
+import statistics
+
 from mvmmtools.bench.results import IO, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
 
 KIB_PER_MIB = 1024
@@ -69,6 +71,27 @@ def io_tables(config, variants, reps):
                        "caches resident", "caches allocated"], rows(memory))]
 
 
+def host_limit_lines(host_io, summary):
+    """The host-side limit (bb_host_io: the guest's reads of the first disk's file, done by the test host itself;
+    medians over the test host boots) and each variant's in-guest rate as a fraction of it."""
+    limit = {}
+    for workload, key in (("randread", "iops"), ("seqread", "mib_s")):
+        values = [h[key] for h in host_io if h.get("workload") == workload and isinstance(h.get(key), (int, float))]
+        if values:
+            limit[f"{workload}_{key}"] = statistics.median(values)
+    if not limit:
+        return []
+    out = ["", "host-side limit: the same reads of the first disk's file by the test host itself, outside any guest "
+               "(page cache, native AIO, depth 32): " +
+           ", ".join(f"{LABELS.get(k, k)} {v:.0f}" for k, v in limit.items())]
+    for config, variants in summary.items():
+        rows = [[v] + [cell({s: m[k][s] / limit[k] for s in ("median", "min", "max")} if k in m else None)
+                       for k in limit] for v, m in ((v, d["metrics"]) for v, d in variants.items())]
+        out += ["", table(f"{config}: in-guest rate / host-side limit, median [min-max]",
+                          ["variant"] + [LABELS.get(k, k) for k in limit], rows)]
+    return out
+
+
 def ratio_lines(comparisons):
     """'mvmm / qemu  init marker 0.93 [0.90-0.97]' per comparison, grouped by configuration and pair."""
     out, last = [], None
@@ -121,6 +144,7 @@ def report(doc):
                    f"all allocated, l2-cache-size {qcow2['l2_cache_size'] or 'default'}")
     for name, variants in summary.items():
         out += (io_tables if io else config_tables)(name, variants, config["reps"])
+    out += host_limit_lines(config.get("host_io") or [], summary)
     if doc["ratios"]:
         meaning = "IOPS, MiB/s: > 1 subject faster; memory: < 1 subject smaller" if io else \
             "< 1: subject faster or smaller"
