@@ -3,8 +3,12 @@
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
+
+#include "rcu/trim.h"
 
 #include "vmm/cli/usage_error.h"
 
@@ -21,12 +25,21 @@ nlohmann::json or_null(const std::optional<T>& value) {
     return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+// The marks at which the heap is read besides the one after the disks: the end of io-bench's
+// workload and the guest's poweroff, while the devices (and their caches) are all still there.
+constexpr std::string_view kHeapMarks[] = {"io-done", "poweroff"};
+
+// [heap] from smaps, and what malloc holds in all its arenas and how much of it is in use
+// (mallinfo2's arena + hblkhd, uordblks: a table in a free chunk grows the one, not [heap]).
 nlohmann::json heap_now(const std::string& after_mark) {
     const auto smaps = api::read_smaps();
+    const auto totals = rcu::malloc_totals();
     return {{"t", ns_since_start()},
             {"after_mark", after_mark},
             {"rss_bytes", smaps.heap_rss_bytes},
-            {"size_bytes", smaps.heap_size_bytes}};
+            {"size_bytes", smaps.heap_size_bytes},
+            {"malloc_bytes", totals ? nlohmann::json(totals->arena + totals->hblkhd) : nullptr},
+            {"malloc_in_use_bytes", totals ? nlohmann::json(totals->uordblks) : nullptr}};
 }
 
 bool write_all(int fd, std::string_view text) {
@@ -67,6 +80,8 @@ void BootReport::mark_seen(GuestMark mark) {
     const bool after_disks = !marks_.empty() && marks_.back().name == "disk";
     if (after_disks && mark.name != "disk" && !heap_after_disks_)
         heap_after_disks_ = heap_now(mark.name);
+    if (std::ranges::find(kHeapMarks, mark.name) != std::end(kHeapMarks))
+        heap_at_marks_[mark.name] = heap_now(mark.name);
     if (marks_.size() < kMaxMarks)
         marks_.push_back(std::move(mark));
     else
@@ -131,6 +146,7 @@ nlohmann::json BootReport::document(int exit_code) {
     doc["marks"] = marks();
     doc["marks_dropped"] = marks_dropped_;
     doc["memory"]["heap_after_disks"] = heap_after_disks_ ? *heap_after_disks_ : nullptr;
+    doc["memory"]["heap_at_marks"] = heap_at_marks_;
     doc["timeline"]["devices"] = device_timeline_json(*figures);
     return doc;
 }

@@ -66,6 +66,7 @@ class BootReport {
     std::vector<GuestMark> marks_;
     uint64_t marks_dropped_ = 0;
     std::optional<nlohmann::json> heap_after_disks_;
+    nlohmann::json heap_at_marks_ = nlohmann::json::object();  // by mark name: the last one
 
     std::mutex exit_mutex_;
     std::optional<std::string> reason_;

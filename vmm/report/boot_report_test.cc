@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "rcu/trim.h"
 #include "vmm/cli/config.h"
 #include "vmm/cli/usage_error.h"
 
@@ -89,6 +90,24 @@ TEST(BootReport, ConsoleGivesFirstByteMarksAndTheHeapAfterTheDisks) {
     EXPECT_GT(heap["size_bytes"].get<uint64_t>(), 0u);
 #endif
     EXPECT_GE(heap["t"], marks[2]["t"]);
+    EXPECT_TRUE(doc["memory"]["heap_at_marks"].empty());
+}
+
+TEST(BootReport, ReadsTheHeapAndMallocAtTheEndOfTheWorkloadAndAtPoweroff) {
+    BootReport report(TempPath("heap-marks"));
+    type(report, "MVMM-MARK io 4.0 iops=9\nMVMM-MARK io-done 5.0\nMVMM-MARK poweroff 7.0\n");
+    const auto doc = report.document(0);
+    const auto& at = doc["memory"]["heap_at_marks"];
+    ASSERT_EQ(at.size(), 2u) << at.dump();
+    EXPECT_EQ(at["io-done"]["after_mark"], "io-done");
+    EXPECT_LT(at["io-done"]["t"], at["poweroff"]["t"]);
+#if !defined(MVMM_SANITIZER_RUNTIME)  // the sanitizers' allocator leaves glibc's heap empty
+    if (rcu::malloc_totals()) {
+        const auto in_use = at["poweroff"]["malloc_in_use_bytes"].get<uint64_t>();
+        EXPECT_GT(in_use, 0u);
+        EXPECT_LE(in_use, at["poweroff"]["malloc_bytes"].get<uint64_t>());
+    }
+#endif
 }
 
 TEST(BootReport, KeepsABoundedNumberOfMarks) {
@@ -250,7 +269,7 @@ TEST(BootReport, DocumentedFieldNamesAreStable) {
                                      "first_serial_byte", "guest_stopped", "exit", "devices"}));
     for (const char* k :
          {"peak_rss_bytes", "rss_bytes", "guest_resident_bytes", "vmm_peak_rss_bytes",
-          "vmm_rss_bytes", "heap_at_exit", "heap_after_disks"})
+          "vmm_rss_bytes", "heap_at_exit", "heap_after_disks", "heap_at_marks"})
         EXPECT_TRUE(doc["memory"].contains(k)) << k;
     for (const char* k :
          {"trims", "time_ns", "heap_bytes_released_per_trim", "rss_bytes_released_per_trim"})

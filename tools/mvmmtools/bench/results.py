@@ -32,7 +32,9 @@ REPORT = [("r_first_kvm_run_ms", "first KVM_RUN ms"), ("r_first_serial_byte_ms",
           ("r_rcu_batches", "RCU batches"), ("r_rcu_callbacks", "RCU callbacks"), ("r_as_rebuilds", "AS rebuilds"),
           ("r_as_rebuild_ms", "AS rebuild ms"), ("r_vm_exits", "VM exits"), ("r_exits_io", "I/O exits"),
           ("r_exits_mmio", "MMIO exits"), ("r_cache_resident_kib", "qcow2 caches resident KiB"),
-          ("r_cache_allocated_kib", "qcow2 caches allocated KiB"), ("r_l2_misses", "qcow2 L2 misses")]
+          ("r_cache_allocated_kib", "qcow2 caches allocated KiB"), ("r_l2_misses", "qcow2 L2 misses"),
+          ("r_malloc_io_done_kib", "malloc held at io-done KiB"),
+          ("r_malloc_in_use_io_done_kib", "malloc in use at io-done KiB")]
 # The guest's I/O workloads (boot-bench --io: guest-images/scripts/io-bench), timed inside the guest.
 IO = [("randread_iops", "4K random read IOPS"), ("randread_mib_s", "4K random read MiB/s"),
       ("seqread_iops", "64K seq read IOPS"), ("seqread_mib_s", "64K seq read MiB/s"),
@@ -66,6 +68,7 @@ def report_figures(doc):
     exits = doc.get("vm_exits") or {}
     caches = doc.get("disk_caches") or {}
     after_disks = memory.get("heap_after_disks") or {}
+    io_done = (memory.get("heap_at_marks") or {}).get("io-done") or {}
     # The timeline's events are numbers; its per-device list gives the last device the guest's driver took.
     found = {f"r_{k}_ms": ms(v) for k, v in timeline.items() if not isinstance(v, list)}
     driver_ok = [d["driver_ok"] for d in timeline.get("devices", []) if d.get("driver_ok") is not None]
@@ -87,7 +90,10 @@ def report_figures(doc):
         "r_exits_io": exits.get("by_kind", {}).get("io"), "r_exits_mmio": exits.get("by_kind", {}).get("mmio"),
         "r_cache_resident_kib": kib(caches.get("resident_bytes")),
         "r_cache_allocated_kib": kib(caches.get("allocated_bytes")),
-        "r_l2_misses": sum(i["l2"]["misses"] for i in caches["images"]) if caches.get("images") else None})
+        "r_l2_misses": sum(i["l2"]["misses"] for i in caches["images"]) if caches.get("images") else None,
+        # glibc malloc's arenas and mmap'ed blocks, and what of them is in use, as the workload ended
+        "r_malloc_io_done_kib": kib(io_done.get("malloc_bytes")),
+        "r_malloc_in_use_io_done_kib": kib(io_done.get("malloc_in_use_bytes"))})
     return found
 
 
@@ -97,7 +103,8 @@ def record(run, config, variant, disks, markers=True, io=False):
     f = run.figures(disks)
     return {"tag": run.tag, "phase": run.phase, "rep": run.rep, "config": config, "variant": variant.name,
             "vmm": variant.vmm, "build": variant.build, "policy": variant.policy, "alloc": variant.alloc,
-            "cache_alloc": variant.cache_alloc, "aio": variant.aio, "code": run.code, "expected_disks": disks, "markers": markers,
+            "cache_alloc": variant.cache_alloc, "aio": variant.aio, "code": run.code, "expected_disks": disks,
+            "markers": markers,
             "io": io, "problems": run.problems(disks, markers, io), **f, **segments(f),
             "workload_s": _minus(f["io_done_s"], f["init_s"]), **report_figures(run.report), "run": asdict(run)}
 

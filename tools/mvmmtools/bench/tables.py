@@ -60,14 +60,15 @@ def io_tables(config, variants, reps):
     rates = [("init_s", 1, 2)] + [(k, 1, 1 if k.endswith("mib_s") else 2 if k.endswith("_s") else 0) for k, _ in IO]
     memory = [("peak_rss_kib", KIB_PER_MIB, 1), ("beyond_guest_kib", KIB_PER_MIB, 1),
               ("heap_rss_kib", KIB_PER_MIB, 1), ("heap_size_kib", KIB_PER_MIB, 1), ("arena_rss_kib", KIB_PER_MIB, 1),
-              ("malloc_rss_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0),
+              ("malloc_rss_kib", KIB_PER_MIB, 1), ("r_malloc_io_done_kib", KIB_PER_MIB, 1),
+              ("r_malloc_in_use_io_done_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0),
               ("r_trim_ms", 1, 1), ("r_cache_resident_kib", KIB_PER_MIB, 1), ("r_cache_allocated_kib", KIB_PER_MIB, 1)]
     return ["", table(f"{config}: boot and I/O in the guest, median [min-max]",
                       ["variant", "exec -> init s"] + [h for _, h in IO], rows(rates)),
             "", table(f"{config}: at the end of the workload (MiB from /proc; trims and qcow2 caches at exit, "
                       "from mvmm's --report)",
                       ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "arenas Rss",
-                       "malloc Rss", "trims", "trim ms",
+                       "malloc Rss", "malloc held", "malloc in use", "trims", "trim ms",
                        "caches resident", "caches allocated"], rows(memory))]
 
 

@@ -62,6 +62,12 @@ class Parsing(unittest.TestCase):
         self.assertTrue(all(r[k] >= 0 for k, _ in results.SETUP))
         self.assertNotIn("r_exit_code", self.qemu)
 
+    def test_malloc_at_the_end_of_the_workload(self):
+        at = {"io-done": {"malloc_bytes": 20 << 20, "malloc_in_use_bytes": 12 << 20}, "poweroff": {"malloc_bytes": 1}}
+        found = results.report_figures({"memory": {"heap_at_marks": at}})
+        self.assertEqual((found["r_malloc_io_done_kib"], found["r_malloc_in_use_io_done_kib"]), (20480, 12288))
+        self.assertIsNone(results.report_figures({"memory": {}})["r_malloc_in_use_io_done_kib"])
+
     def test_the_per_device_timeline_gives_the_last_driver_ok(self):
         doc = {"timeline": {"first_kvm_run": 2_000_000, "devices": [
             {"name": "disk 0", "driver_ok": 5_000_000, "first_notify": 6_000_000},
@@ -218,7 +224,8 @@ class IoWorkloads(unittest.TestCase):
         rows = [line.split() for line in text.splitlines() if line.startswith("mvmm-a ")]
         self.assertEqual(rows[0][1:7], ["62.17", "10000", "39.1", "1000", "62.5", "18.02"])
         self.assertEqual(rows[1][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
-        self.assertEqual(rows[1][9:], ["-", "-"])  # this mvmm build reported no qcow2 caches
+        self.assertEqual(rows[1][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
+        self.assertEqual(rows[1][11:], ["-", "-"])  # and no qcow2 caches
         self.assertIn("mvmm-b [0/1 ok]", text)
 
 
