@@ -8,10 +8,14 @@ pciehp on the other side (guest-images/scripts/hotplug, driven by tools/mvmmtool
   line from it (issue 25: a hot-added qcow2 disk); mvmm's fd count, heap Rss and RSS beyond guest RAM stay
   flat after a warm-up; the trim policy changes half way
   (set-memory-policy) and the report shows when; no BAR of a removed disk is left in the MMIO space after any
-  cycle.
+  cycle. Then LUN_CYCLES cycles of a SCSI LUN added to and removed from the boot's controller (add-disk
+  controller=c0, remove-disk c0:0:1): Linux finds the new /dev/sdX on the RESCAN event, writes and reads a line,
+  loses the disk on the REMOVED event; the line is in each LUN's image after mvmm's exit, and mvmm's fd count after
+  each removal is what it was before the first add (the image closed).
 - The attention button (remove-disk) with the guest writing (O_DIRECT, no flush): every write the guest saw
   complete is in the image once the disk is released (mvmm flushed it; in the test host nothing else would);
-  bad requests (unknown id, a path that does not open, a SCSI LUN, an unknown key, a second removal, no free port)
+  bad requests (unknown id, a path that does not open, a LUN of a controller that does not exist, an unknown key,
+  a second removal, no free port)
   get error replies and change nothing."""
 
 import json
@@ -29,14 +33,20 @@ MiB = 1 << 20
 # (MVMM_HOTPLUG_CYCLES=200 for the whole count).
 CYCLES = int(os.environ.get("MVMM_HOTPLUG_CYCLES", "100"))
 WARM_UP = min(20, CYCLES // 4)
+LUN_CYCLES = 3
 SOCKET = "/tmp/mvmm-hotplug.sock"
 REPORT = "/tmp/mvmm-hotplug-report.json"
 COMPANION = (REPO / "tools" / "mvmmtools" / "bench" / "hotplug_cycles.sh").read_text()
 
 
-def hotplug_run(cmdline, companion, ports=2, extra=(), after=""):
+def hotplug_run(cmdline, companion, ports=2, luns=0, after=""):
     scratch = tempfile.mkdtemp(prefix="mvmm-hotplug-")
     images = {f"{scratch}/d{i}.img": 16 * MiB for i in range(2)}
+    extra = []
+    if luns:  # a controller with one LUN at boot; the cycles add LUN 1 beside it
+        images.update({f"{scratch}/l{i}.img": MiB for i in range(luns)})
+        images[f"{scratch}/boot-lun.img"] = MiB
+        extra = ["--scsi-controller", "id=c0", "--disk", f"path={scratch}/boot-lun.img,controller=c0"]
     args = guest_args(cmdline, extra=["--root-ports", str(ports), "--api-socket", SOCKET, "--report", REPORT,
                                       "--trim-policy", "batch", *extra])
     return Run(args, scratch_images=images, companion=f"HP_DIR={scratch}; HP_SOCKET={SOCKET}\n" + companion,
@@ -72,13 +82,45 @@ qemu-img convert -O raw "$HP_DIR/d1.img" "$HP_DIR/d1.raw" && echo "QCOW2-LINE $(
 """
 
 
+# The LUN cycles, after the virtio-blk ones (the companion's ctl and pid): add LUN 1 of target 0 to controller c0,
+# wait for the guest's lun-ready, remove it, wait until query-disks no longer lists it (its image closed) and the
+# guest saw it go; one line each with mvmm's fd count, and the count before the first add.
+LUN_COMPANION = r"""
+echo "HP-LUN-BEFORE fds=$(ls /proc/"$pid"/fd | wc -l)"
+j=0
+while [ $j -lt "$HP_LUNS" ]; do
+	reply=$(ctl add-disk "path=$HP_DIR/l$j.img" controller=c0 lun=1 "serial=lun$j") ||
+		{ echo "HP-ERROR lun $j could not be added: $reply"; break; }
+	id=$(echo "$reply" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+	until grep -qE "lun-ready [0-9.]+ i=$j " "$MVMM_LOG"; do
+		kill -0 "$pid" 2>/dev/null || break 2
+		sleep 0.02
+	done
+	ctl remove-disk "id=$id" >/dev/null || echo "HP-ERROR lun $j removal refused"
+	while ctl query-disks | grep -q "\"id\":\"$id\""; do sleep 0.02; done
+	until grep -qE "lun-gone [0-9.]+ i=$j([^0-9]|$)" "$MVMM_LOG"; do
+		kill -0 "$pid" 2>/dev/null || break 2
+		sleep 0.02
+	done
+	echo "HP-LUN i=$j id=$id fds=$(ls /proc/"$pid"/fd | wc -l)"
+	j=$((j + 1))
+done
+"""
+# After mvmm's exit, each LUN's first line.
+LUN_AFTER = r"""
+for f in "$HP_DIR"/l*.img; do echo "LUN-LINE ${f##*/} $(head -n 1 "$f")"; done
+"""
+
+
 def cycles_run():
     # The policy changes half way: the cycles run in two halves.
     half = CYCLES // 2
     companion = (QCOW2_FIRST + f"HP_CYCLES={half}; HP_MODE=eject\n" + COMPANION +
                  'echo "POLICY $(ctl set-memory-policy trim-policy=adaptive trim-factor=50)"\n' +
-                 f"HP_FIRST={half}; HP_CYCLES={CYCLES}\n" + COMPANION + QUIT)
-    run = hotplug_run(f"mvmm.script=hotplug mvmm.cycles={CYCLES}", companion, after=QCOW2_AFTER)
+                 f"HP_FIRST={half}; HP_CYCLES={CYCLES}\n" + COMPANION +
+                 f"HP_LUNS={LUN_CYCLES}\n" + LUN_COMPANION + QUIT)
+    run = hotplug_run(f"mvmm.script=hotplug mvmm.cycles={CYCLES} mvmm.luns={LUN_CYCLES}", companion,
+                      luns=LUN_CYCLES, after=QCOW2_AFTER + LUN_AFTER)
     run.binaries = [shutil.which("qemu-img")]
     run.run_timeout = 120 + 5 * CYCLES  # a hang guard: a boot, and cycles that take ~1.3 s here
     return run
@@ -93,7 +135,7 @@ until grep -q "hotplug-start" "$MVMM_LOG"; do sleep 0.1; done
 before=$(disks_now)
 echo "BAD unknown-id $(ctl remove-disk id=disk77)"
 echo "BAD no-file $(ctl add-disk path=/no/such.img)"
-echo "BAD lun $(ctl add-disk path=$HP_DIR/d0.img controller=c0)"
+echo "BAD no-controller $(ctl add-disk path=$HP_DIR/d0.img controller=c0)"
 echo "BAD key $(ctl add-disk path=$HP_DIR/d0.img colour=red)"
 echo "BAD root-bus $(ctl add-disk path=$HP_DIR/d0.img bus=root)"
 [ "$(disks_now)" = "$before" ] && echo "UNCHANGED yes" || echo "UNCHANGED no: $before / $(disks_now)"
@@ -128,12 +170,26 @@ def test_hotplug_cycles_leak_nothing():
     changes = report["trim"]["policy_changes"]
     expect([c["policy"] for c in changes] == ["batch", "adaptive"] and changes[1]["factor"] == 50,
            f"policy changes in the report: {changes}")
-    stale = [r["i"] for r in rows if r["bars"] != 0]
-    expect(not stale, f"BARs left in the MMIO space after cycles {stale[:10]}")
+    # The SCSI controller's BAR stays; a removed disk's must not.
+    stale = [(r["i"], r["bars"]) for r in rows if r["bars"] != 1]
+    expect(not stale, f"BARs left in the MMIO space after cycles (cycle, BARs): {stale[:10]}")
     last_odd = CYCLES - 1 if CYCLES % 2 == 0 else CYCLES - 2
     expect(re.search(r"^QCOW2-CHECK 0\s*$", run.after_output, re.M) and
            re.search(rf"^QCOW2-LINE MVMM-HOTPLUG-{last_odd}\s*$", run.after_output, re.M),
            f"the hot-added qcow2 disk after mvmm's exit (qemu-img check, its first line):\n{run.after_output[-600:]}")
+    luns = [dict(kv.split("=", 1) for kv in m.group(1).split())
+            for m in re.finditer(r"HP-LUN (.*)", run.companion_output)]
+    before = re.search(r"HP-LUN-BEFORE fds=(\d+)", run.companion_output)
+    expect(len(luns) == LUN_CYCLES and before,
+           f"{len(luns)} of {LUN_CYCLES} LUN cycles:\n{run.companion_output[-2000:]}", run)
+    lun_ready = run.markers("lun-ready")
+    expect(len(lun_ready) == LUN_CYCLES and all(m["ok"] == "1" for _, m in lun_ready),
+           f"the guest wrote and read back {len(lun_ready)} of {LUN_CYCLES} LUNs: {lun_ready}", run)
+    expect(all(r["fds"] == before.group(1) for r in luns),
+           f"mvmm's fd count after each LUN removal {[r['fds'] for r in luns]}, before the first {before.group(1)}")
+    for j in range(LUN_CYCLES):
+        expect(re.search(rf"^LUN-LINE l{j}.img MVMM-LUN-{j}\s*$", run.after_output, re.M),
+               f"LUN {j}'s image after mvmm's exit:\n{run.after_output[-600:]}")
     times = sorted(r["ms"] for r in steady)
     print(f"{CYCLES} cycles: median {times[len(times) // 2]} ms, fds {fds.pop()}, "
           f"RSS beyond guest RAM {steady[0]['vmm_rss_kib']}->{steady[-1]['vmm_rss_kib']} KiB, "
@@ -161,7 +217,7 @@ def test_button_removal_with_writes_in_flight_and_bad_requests():
         guest.run_all([run], timeout=900)
         written = Path(image).read_bytes()
     expect(run.code == 0, f"mvmm exited {run.code}", run)
-    for what in ("unknown-id", "no-file", "lun", "key", "root-bus", "no-port", "twice"):
+    for what in ("unknown-id", "no-file", "no-controller", "key", "root-bus", "no-port", "twice"):
         expect("error" in reply(run, f"BAD {what}"), f"{what}: not an error reply", run)
     expect("UNCHANGED yes" in run.companion_output, "a bad request changed the disks:\n" + run.companion_output)
     expect(reply(run, "REMOVE")["return"]["state"] == "removing", "remove-disk was refused", run)

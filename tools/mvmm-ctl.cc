@@ -3,7 +3,8 @@
 //            [--timeout SECONDS]
 // KEY=VALUE items join the arguments: a VALUE that is a JSON number is sent as one, anything
 // else as a string ("mvmm-ctl --socket S add-disk path=a.img readonly=on", "remove-disk
-// id=disk2", "set-memory-policy trim-policy=adaptive trim-factor=50").
+// id=disk2", "add-disk path=b.img controller=c0 lun=1" for a SCSI LUN, "remove-disk id=c0:0:1",
+// "set-memory-policy trim-policy=adaptive trim-factor=50").
 // --qmp talks to a QEMU QMP socket instead (boot-bench drives QEMU's hot-plug with it): it reads
 // the greeting, negotiates capabilities, sends the command and skips event lines until the reply.
 // Exit status: 0 for a "return" reply, 1 for an "error" reply, 2 for usage and connection
@@ -158,7 +159,9 @@ int main(int argc, char** argv) {
     app.add_option("--socket", socket_path, "mvmm's --api-socket path")->required();
     app.add_option("command", command,
                    "query-status, query-memory, trim-memory, query-memory-policy, "
-                   "set-memory-policy, query-disks, add-disk, remove-disk, resize-disk, quit")
+                   "set-memory-policy, query-disks, add-disk (a virtio-blk disk, or a SCSI LUN "
+                   "with controller=ID), remove-disk (id=diskN, or id=ID:T:L for a LUN), "
+                   "resize-disk, quit")
         ->required();
     app.add_option("items", items, "KEY=VALUE arguments (added to --arguments)");
     app.add_option("--arguments", arguments_text, "the command's arguments, a JSON object");

@@ -34,12 +34,13 @@ struct BoardEvents {
 
 // A disk device as dumps, the report and the management socket name it.
 struct DiskView {
-    std::string id;                                  // "disk3", or the SCSI controller's id
-    std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
+    std::string id;    // "disk3", or the SCSI controller's id
+    std::string name;  // "disk 3 (a.img)", "scsi c0 (60 LUNs at start)"
     const devices::virtio::QueueCounters* counters;  // the device's
     std::vector<devices::block::DiskImage*> images;  // the device's (it owns them)
     DiskResizer resize;                              // the device's
     uint8_t port = 0;  // the root port it is behind (hot-pluggable), 0 on the root bus
+    devices::virtio::scsi::ScsiController* scsi = nullptr;  // its LUNs, for a SCSI controller
 };
 
 struct Board {

@@ -69,8 +69,8 @@ void attach_disks(Board& board, std::vector<Disk> disks, unsigned empty_root_por
         const auto at = disk.bus == DiskBus::Root
                             ? board.pci->attach(function, devices::pci::RootBusSlot{})
                             : board.pci->attach(function, devices::pci::NewRootPort{});
-        board.disks.push_back(
-            {disk.id, disk.name, disk.counters, disk.images, std::move(disk.resize), at.port});
+        board.disks.push_back({disk.id, disk.name, disk.counters, disk.images,
+                               std::move(disk.resize), at.port, disk.scsi});
     }
     for (unsigned i = 0; i < empty_root_ports; ++i) board.pci->add_empty_root_port();
 }

@@ -36,8 +36,6 @@ std::string option_value(const std::string& key, const json& value) {
 
 // The virtio-blk disk add-disk describes, by --disk's parser.
 devices::virtio::blk::DiskConfig parse_hotplug_disk(const json& arguments, SlotSource alloc) {
-    if (arguments.contains("controller"))
-        throw std::invalid_argument("SCSI LUNs cannot be hot-plugged yet: add a virtio-blk disk");
     DiskOptions options;
     try {
         add_disk_option(disk_option_text(arguments), options, "add-disk");
@@ -49,6 +47,13 @@ devices::virtio::blk::DiskConfig parse_hotplug_disk(const json& arguments, SlotS
         throw std::invalid_argument("bus=root: only root ports' slots are hot-pluggable");
     config.request_alloc = alloc;
     return config;
+}
+
+std::vector<LunHotplug::Controller> scsi_controllers(const std::vector<DiskView>& disks) {
+    std::vector<LunHotplug::Controller> controllers;
+    for (const DiskView& view : disks)
+        if (view.scsi) controllers.push_back({view.id, view.scsi});
+    return controllers;
 }
 
 }  // namespace
@@ -63,6 +68,7 @@ std::string disk_option_text(const json& arguments) {
 DiskHotplug::DiskHotplug(Context context, const std::vector<DiskView>& boot_disks)
     : context_(context),
       next_index_(static_cast<unsigned>(boot_disks.size())),
+      luns_(scsi_controllers(boot_disks), context.cache_clean_interval),
       releaser_([this](std::stop_token stop) { serve_releases(stop); }) {
     for (const DiskView& view : boot_disks) disks_.push_back({view, false, State::Present});
     context_.pci.set_unplug_handler(
@@ -99,6 +105,7 @@ uint8_t DiskHotplug::free_port() const {
 }
 
 json DiskHotplug::add(const json& arguments) {
+    if (LunHotplug::describes_lun(arguments)) return luns_.add(arguments);
     auto config = parse_hotplug_disk(arguments, context_.request_alloc);
     std::lock_guard lock(mutex_);
     const uint8_t port = free_port();
@@ -144,6 +151,7 @@ json DiskHotplug::remove(const json& arguments) {
     const auto id = arguments.find("id");
     if (arguments.size() != 1 || id == arguments.end() || !id->is_string())
         throw std::invalid_argument("remove-disk takes {\"id\": ID} (query-disks lists them)");
+    if (LunHotplug::names_lun(id->get<std::string>())) return luns_.remove(id->get<std::string>());
     std::lock_guard lock(mutex_);
     const auto entry =
         std::ranges::find(disks_, id->get<std::string>(), [](const Entry& e) { return e.view.id; });
@@ -178,6 +186,7 @@ json DiskHotplug::query() const {
     const auto regions = context_.mmio.stats().by_region;
     const auto bars = std::ranges::count_if(
         regions, [](const auto& r) { return r.name.find(" BAR") != std::string::npos; });
+    for (auto& lun : luns_.query()) disks.push_back(std::move(lun));
     return {{"disks", disks},  {"slots", slots},        {"bar_regions", bars},
             {"added", added_}, {"released", released_}, {"release_ns", release_time_.count()}};
 }
@@ -195,6 +204,7 @@ void DiskHotplug::for_each_image(
     for (const Entry& e : disks_)
         if (e.state != State::Closing)
             for (auto* image : e.view.images) visit(*image);
+    luns_.for_each_image(visit);
 }
 
 void DiskHotplug::serve_releases(std::stop_token stop) {

@@ -9,9 +9,12 @@
 //                              device, and powers the slot off.  That is the release: the
 //                              function leaves the bus (its BARs leave the address spaces: a
 //                              flat-view rebuild, published with RCU) and comes here.
-//   query-disks                {disks: [{id, name, port, state, hotplugged}], slots: [...],
-//                               added, released, release_ns, bar_regions: PCI BARs in the MMIO
-//                               address space now, mapped or not}
+//   query-disks                {disks: [{id, name, port, state, hotplugged}, then the SCSI
+//                               LUNs' {id, name, controller, target, lun, state, hotplugged}],
+//                               slots: [...], added, released, release_ns, bar_regions: PCI
+//                               BARs in the MMIO address space now, mapped or not}
+// add-disk with controller= and remove-disk of a LUN's id ("c0:0:3") add and remove a SCSI LUN
+// on a running controller instead (vmm/lun_hotplug.h).
 // The releaser thread then destroys the released device: its queues stop once their requests in
 // flight finish, the image is flushed (fdatasync) and closed, the MSI-X vectors' GSIs and irqfds
 // are freed.  The disk leaves query-disks when that is done, so a client that polls it sees
@@ -37,6 +40,7 @@
 #include "mem/guest_memory.h"
 #include "mem/slot_pool.h"
 #include "vmm/board.h"
+#include "vmm/lun_hotplug.h"
 #include "vmm/vcpu/vcpu_diagnostics.h"
 
 namespace mvmm {
@@ -105,6 +109,7 @@ class DiskHotplug {
     uint64_t added_ = 0;
     uint64_t released_ = 0;
     std::chrono::nanoseconds release_time_{};  // destroying released devices
+    LunHotplug luns_;
 
     // The bridge's unplug handler pushes here (under the bridge's lock, hence its own mutex).
     std::mutex queue_mutex_;

@@ -7,6 +7,7 @@
 #include "devices/block/qcow2/test_support.h"
 #include "devices/block/temp_image.h"
 #include "devices/pci/test_harness.h"
+#include "devices/virtio/scsi/controller.h"
 #include "devices/virtio/test_io.h"
 #include "devices/virtio/test_queue_driver.h"
 
@@ -138,6 +139,72 @@ TEST_F(DiskHotplugTest, BadRequestsChangeNothing) {
     EXPECT_EQ(hotplug.query(), before);
     hotplug.add({{"path", second.path()}});
     EXPECT_THROW(hotplug.add({{"path", third.path()}}), std::runtime_error);  // no free port
+}
+
+// A SCSI controller with one LUN at start, given to DiskHotplug as the board gives it.
+class LunHotplugTest : public ::testing::Test {
+  protected:
+    json disks() { return hotplug.query()["disks"]; }
+    std::unique_ptr<devices::virtio::scsi::ScsiController> make_controller() {
+        devices::virtio::scsi::ControllerConfig config;
+        config.id = "c0";
+        config.luns.push_back({boot_lun.path(), 0, false, "boot"});
+        return std::make_unique<devices::virtio::scsi::ScsiController>(config, io);
+    }
+
+    devices::block::testing::TempImage boot_lun{64 * 1024}, image{64 * 1024};
+    boost::asio::io_context io;
+    devices::testing::PciHarness h;
+    devices::virtio::testing::TestGuest guest{1 << 20};
+    VcpuDiagnostics diagnostics{1};
+    std::unique_ptr<devices::virtio::scsi::ScsiController> scsi = make_controller();
+    DiskHotplug hotplug{{h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool,
+                         diagnostics, [](std::chrono::seconds) {}},
+                        {{"c0", "scsi c0", &scsi->counters(), {}, {}, 0, scsi.get()}}};
+};
+
+TEST_F(LunHotplugTest, ALunIsAddedListedAndRemovedAndItsImageCloses) {
+    const size_t fds_before = open_fd_count();
+    const json added = hotplug.add({{"path", image.path()}, {"controller", "c0"}});
+    EXPECT_EQ(added, (json{{"id", "c0:0:1"}, {"controller", "c0"}, {"target", 0}, {"lun", 1}}))
+        << "the lowest free LUN number";
+    EXPECT_GT(open_fd_count(), fds_before);
+    ASSERT_EQ(disks().size(), 3u) << "the controller, then its LUNs";
+    EXPECT_EQ(disks()[0]["id"], "c0");
+    EXPECT_EQ(disks()[1]["id"], "c0:0:0");
+    EXPECT_EQ(disks()[1]["hotplugged"], false);
+    EXPECT_EQ(disks()[2]["id"], "c0:0:1");
+    EXPECT_EQ(disks()[2]["lun"], 1);
+    EXPECT_EQ(disks()[2]["hotplugged"], true);
+    EXPECT_EQ(visited_paths(hotplug), (std::vector{boot_lun.path(), image.path()}));
+    ASSERT_NE(scsi->target(0)->find(1), nullptr);
+    EXPECT_EQ(hotplug.remove({{"id", "c0:0:1"}}), (json{{"id", "c0:0:1"}, {"state", "closed"}}))
+        << "no command held it";
+    EXPECT_EQ(open_fd_count(), fds_before);
+    EXPECT_EQ(disks().size(), 2u);
+    EXPECT_EQ(hotplug.remove({{"id", "c0:0:0"}})["state"], "closed") << "a LUN of the start too";
+    EXPECT_EQ(scsi->target(0), nullptr);
+}
+
+TEST_F(LunHotplugTest, BadRequestsChangeNothing) {
+    const json before = hotplug.query();
+    const size_t fds_before = open_fd_count();
+    const auto lun = [&](json extra) {
+        json arguments{{"path", image.path()}, {"controller", "c0"}};
+        arguments.update(extra);
+        return arguments;
+    };
+    EXPECT_THROW(hotplug.add(lun({{"lun", 0}})), std::invalid_argument) << "taken";
+    EXPECT_THROW(hotplug.add(lun({{"target", 1}})), std::invalid_argument) << "past max_target";
+    EXPECT_THROW(hotplug.add(lun({{"controller", "c9"}})), std::invalid_argument);
+    EXPECT_THROW(hotplug.add(lun({{"serial", "boot"}})), std::invalid_argument);
+    EXPECT_THROW(hotplug.add(lun({{"queues", 2}})), std::invalid_argument);
+    EXPECT_THROW(hotplug.add(lun({{"path", "/no/such/image"}})), std::runtime_error);
+    EXPECT_THROW(hotplug.remove({{"id", "c0:0:5"}}), std::invalid_argument);
+    EXPECT_THROW(hotplug.remove({{"id", "c9:0:0"}}), std::invalid_argument);
+    EXPECT_THROW(hotplug.remove({{"id", "c0:0:99999"}}), std::invalid_argument);
+    EXPECT_EQ(hotplug.query(), before);
+    EXPECT_EQ(open_fd_count(), fds_before);
 }
 
 }  // namespace

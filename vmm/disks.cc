@@ -40,20 +40,24 @@ std::vector<Disk> open_disks(const DiskOptions& options, boost::asio::io_context
         try {
             auto device = std::make_unique<virtio::scsi::ScsiController>(config, io);
             const auto* counters = &device->counters();
-            std::vector<devices::block::DiskImage*> images;
-            for (const auto& lun : config.luns)
-                images.push_back(&device->target(lun.target)->find(lun.lun)->image());
+            auto* scsi = device.get();
             // A read-only image may be several LUNs: each of them learns the new size.
-            DiskResizer resize = [scsi = device.get(),
-                                  luns = config.luns](const std::string& asked) {
+            DiskResizer resize = [scsi](const std::string& asked) {
                 std::optional<uint64_t> size;
-                for (const auto& lun : luns)
-                    if (lun.path == asked) size = scsi->reread_capacity(lun.target, lun.lun);
+                scsi->for_each_lun([&](uint8_t, uint16_t, virtio::scsi::Lun& lun) {
+                    if (lun.image().path() == asked) size = lun.reread_capacity();
+                });
                 return size;
             };
-            disks.push_back({bus, std::move(device), config.id,
-                             fmt::format("scsi {} ({} LUNs)", config.id, config.luns.size()),
-                             counters, std::move(images), std::move(resize)});
+            disks.push_back(
+                {bus,
+                 std::move(device),
+                 config.id,
+                 fmt::format("scsi {} ({} LUNs at start)", config.id, config.luns.size()),
+                 counters,
+                 {},
+                 std::move(resize),
+                 scsi});
         } catch (const std::runtime_error& e) {  // an image; the rest options.cc checked
             throw UsageError("--disk controller=" + config.id + ": " + e.what());
         }

@@ -20,6 +20,9 @@
 namespace mvmm::devices::virtio::blk {
 class BlkDevice;
 }
+namespace mvmm::devices::virtio::scsi {
+class ScsiController;
+}
 
 namespace mvmm {
 
@@ -33,11 +36,14 @@ using DiskResizer = std::function<std::optional<uint64_t>(const std::string& pat
 struct Disk {
     devices::virtio::blk::DiskBus bus;
     std::unique_ptr<devices::virtio::Device> device;
-    std::string id;                                  // "disk3", or the SCSI controller's id
-    std::string name;                                // "disk 3 (a.img)", "scsi c0 (60 LUNs)"
+    std::string id;    // "disk3", or the SCSI controller's id
+    std::string name;  // "disk 3 (a.img)", "scsi c0 (60 LUNs at start)"
     const devices::virtio::QueueCounters* counters;  // the device's
     std::vector<devices::block::DiskImage*> images;  // the device's, for their caches
     DiskResizer resize;                              // the device's, valid as long as it is
+    // A SCSI controller's LUNs come and go (vmm/disk_hotplug.h): they are reached through
+    // it, not `images`.
+    devices::virtio::scsi::ScsiController* scsi = nullptr;
 };
 
 // A virtio-blk disk's resizer: `blk` must outlive it.

@@ -21,7 +21,7 @@ constexpr uint8_t kFunctionComplete = VIRTIO_SCSI_S_OK;
 
 }  // namespace
 
-ControlHandler::ControlHandler(const Targets& targets, TaskSet& tasks,
+ControlHandler::ControlHandler(const TargetTable& targets, TaskSet& tasks,
                                std::atomic<uint64_t>& bad_requests)
     : targets_(targets), tasks_(tasks), bad_requests_(bad_requests) {}
 
@@ -62,7 +62,8 @@ uint32_t ControlHandler::task_management(const DescriptorChain& chain) {
 // complete.
 uint8_t ControlHandler::carry_out(uint32_t subtype, const std::optional<LunAddress>& lun,
                                   uint64_t tag) {
-    Target* target = lun ? find_target(targets_, lun->target) : nullptr;
+    const auto targets = targets_.load();  // held until the function completes
+    const Target* target = lun ? find_target(*targets, lun->target) : nullptr;
     if (!target) return VIRTIO_SCSI_S_BAD_TARGET;
     const TaskScope task{TaskScope::Task, lun->target, lun->lun, tag};
     const TaskScope unit{TaskScope::LogicalUnit, lun->target, lun->lun, 0};

@@ -20,19 +20,11 @@
 
 namespace mvmm::devices::virtio::scsi {
 
-// The controller's targets, indexed by target number (null: no such target).
-using Targets = std::vector<std::unique_ptr<Target>>;
-
-// The target `number` of `targets`, or nullptr.
-inline Target* find_target(const Targets& targets, uint8_t number) {
-    return number < targets.size() ? targets[number].get() : nullptr;
-}
-
 class ControlHandler final : public RequestHandler {
   public:
     // `targets`, `tasks` and `bad_requests` must outlive the handler.  It blocks its thread
     // while a TMF waits for the request queues: give the control queue a thread of its own.
-    ControlHandler(const Targets& targets, TaskSet& tasks, std::atomic<uint64_t>& bad_requests);
+    ControlHandler(const TargetTable& targets, TaskSet& tasks, std::atomic<uint64_t>& bad_requests);
 
     uint32_t handle(const DescriptorChain& chain) override;
 
@@ -44,7 +36,7 @@ class ControlHandler final : public RequestHandler {
     uint32_t async_notification(const DescriptorChain& chain);
     uint32_t bad_request();
 
-    const Targets& targets_;
+    const TargetTable& targets_;
     TaskSet& tasks_;
     std::atomic<uint64_t>& bad_requests_;
     std::atomic<uint64_t> tmfs_{0};

@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint32_t kMaxSectors = 0xffff;  // per command, in 512-byte sectors (what QEMU says)
 constexpr uint32_t kCommandsPerLun = 128;
+constexpr uint64_t kFeatureHotplug = 1ull << VIRTIO_SCSI_F_HOTPLUG;
 
 uint16_t checked_queues(uint16_t queues) {
     if (queues < 1 || queues > kMaxRequestQueues)
@@ -29,6 +30,12 @@ uint32_t residual(const CommandRequest& request, uint64_t transferred) {
     return static_cast<uint32_t>(size - std::min(size, transferred));  // chains are < 4 GiB
 }
 
+uint8_t highest_target(const std::vector<LunConfig>& luns) {
+    uint8_t highest = 0;
+    for (const LunConfig& lun : luns) highest = std::max(highest, lun.target);
+    return highest;
+}
+
 // Groups the LUNs by target: a Target each, indexed by its number.
 Targets make_targets(const std::vector<LunConfig>& luns) {
     std::vector<std::vector<LunConfig>> by_target;
@@ -38,7 +45,7 @@ Targets make_targets(const std::vector<LunConfig>& luns) {
     }
     Targets targets(by_target.size());
     for (size_t i = 0; i < by_target.size(); ++i) {
-        if (!by_target[i].empty()) targets[i] = std::make_unique<Target>(by_target[i]);
+        if (!by_target[i].empty()) targets[i] = std::make_shared<const Target>(by_target[i]);
     }
     return targets;
 }
@@ -59,7 +66,9 @@ uint32_t ScsiController::Commands::run(const DescriptorChain& chain) {
         return write_failure(chain);
     }
     const auto address = lun_address(request->lun);
-    Target* target = address ? find_target(targets_, address->target) : nullptr;
+    // Held until the command completes: a LUN removed meanwhile stays open until then.
+    const auto targets = targets_.load();
+    const Target* target = address ? find_target(*targets, address->target) : nullptr;
     if (!target) {
         ++counters_.bad_targets;
         return write_response(*request, layout,
@@ -97,7 +106,7 @@ ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_c
     : request_queues_(checked_queues(config.request_queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-scsi")),
       targets_(make_targets(config.luns)),
-      max_target_(static_cast<uint8_t>(targets_.empty() ? 0 : targets_.size() - 1)),
+      max_target_(highest_target(config.luns)),
       tasks_(request_queues_),
       control_(targets_, tasks_, counters_.bad_requests),
       cdb_size_(VIRTIO_SCSI_CDB_DEFAULT_SIZE),
@@ -118,14 +127,80 @@ ScsiController::~ScsiController() {
 }
 
 void ScsiController::stop_queues() {
-    // The request queues first: a TMF waiting for them is woken when they have stopped.
+    // The request queues first: a TMF waiting for them is woken when they have stopped.  The
+    // event queue's buffers never complete by themselves: they go back empty.
+    events_.release();
     workers_.stop();
     tasks_.stop();
     control_workers_.stop();
 }
 
+std::shared_ptr<const Target> ScsiController::target(uint8_t number) const {
+    const auto targets = targets_.load();
+    return number < targets->size() ? (*targets)[number] : nullptr;
+}
+
+void ScsiController::for_each_lun(
+    const std::function<void(uint8_t target, uint16_t lun, Lun& disk)>& visit) const {
+    const auto targets = targets_.load();
+    for (size_t t = 0; t < targets->size(); ++t) {
+        const Target* target = (*targets)[t].get();
+        if (!target) continue;
+        for (const uint16_t lun : target->lun_numbers())
+            visit(static_cast<uint8_t>(t), lun, *target->find(lun));
+    }
+}
+
+void ScsiController::add_lun(const LunConfig& config) {
+    add_lun(config.target, config.lun, std::make_shared<Lun>(config));
+}
+
+void ScsiController::add_lun(uint8_t target_number, uint16_t lun_number,
+                             std::shared_ptr<Lun> disk) {
+    const std::string where =
+        "target " + std::to_string(target_number) + " LUN " + std::to_string(lun_number);
+    if (target_number > max_target_)
+        throw std::invalid_argument(where + ": the controller's targets are 0 to " +
+                                    std::to_string(max_target_) +
+                                    " (max_target is fixed when the VM starts)");
+    std::lock_guard lock(changes_);
+    Targets next = *targets_.load();
+    if (target_number >= next.size()) next.resize(target_number + 1u);
+    const Target none{std::vector<LunConfig>{}};
+    const Target& old = next[target_number] ? *next[target_number] : none;
+    if (old.find(lun_number)) throw std::invalid_argument(where + " is present already");
+    next[target_number] = std::make_shared<const Target>(old.with_lun(lun_number, std::move(disk)));
+    publish_change(std::move(next), target_number, lun_number, VIRTIO_SCSI_EVT_RESET_RESCAN);
+}
+
+std::weak_ptr<const Lun> ScsiController::remove_lun(uint8_t target_number, uint16_t lun_number) {
+    std::lock_guard lock(changes_);
+    Targets next = *targets_.load();
+    const Target* old = find_target(next, target_number);
+    if (!old || !old->find(lun_number))
+        throw std::invalid_argument("virtio-scsi: no LUN " + std::to_string(lun_number) +
+                                    " on target " + std::to_string(target_number));
+    std::weak_ptr<const Lun> removed = old->share(lun_number);
+    Target remaining = old->without_lun(lun_number);
+    // A target with no LUN left is gone: BAD_TARGET, as one that never had any.
+    next[target_number] =
+        remaining.empty() ? nullptr : std::make_shared<const Target>(std::move(remaining));
+    publish_change(std::move(next), target_number, lun_number, VIRTIO_SCSI_EVT_RESET_REMOVED);
+    return removed;
+}
+
+void ScsiController::publish_change(Targets next, uint8_t target_number, uint16_t lun_number,
+                                    uint32_t reason) {
+    const std::shared_ptr<const Target> changed = next[target_number];
+    targets_.publish(std::move(next));
+    // SAM-5, 5.14: the target's other LUNs report REPORTED LUNS DATA HAS CHANGED.
+    if (changed) changed->report_luns_changed(lun_number);
+    // Without HOTPLUG the driver learns of the change only from that unit attention.
+    if (hotplug_.load()) events_.transport_reset(target_number, lun_number, reason);
+}
+
 uint64_t ScsiController::reread_capacity(uint8_t target_number, uint16_t lun_number) {
-    Target* found = target(target_number);
+    const auto found = target(target_number);
     Lun* lun = found ? found->find(lun_number) : nullptr;
     if (!lun)
         throw std::invalid_argument("virtio-scsi: no LUN " + std::to_string(lun_number) +
@@ -134,8 +209,9 @@ uint64_t ScsiController::reread_capacity(uint8_t target_number, uint16_t lun_num
 }
 
 uint64_t ScsiController::features() const {
-    // No HOTPLUG or CHANGE: the LUNs are fixed, so the event queue stays quiet.
-    return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx;
+    // HOTPLUG: LUNs added and removed are events (events.h).  No CHANGE: no parameter changes
+    // are reported as events.
+    return kFeatureVersion1 | kFeatureIndirectDesc | kFeatureEventIdx | kFeatureHotplug;
 }
 
 std::vector<uint8_t> ScsiController::config_space() const {
@@ -149,7 +225,7 @@ std::vector<uint8_t> ScsiController::config_space() const {
     config.cdb_size = cdb_size_.load();
     config.max_channel = 0;
     // Up to the highest target given: Linux scans each target below it, and finds every LUN
-    // of one with a REPORT LUNS.
+    // of one with a REPORT LUNS.  Fixed while the VM runs: hot-added LUNs stay below it.
     config.max_target = max_target_;
     config.max_lun = kMaxLun;
     const auto* bytes = reinterpret_cast<const uint8_t*>(&config);
@@ -186,9 +262,12 @@ bool ScsiController::activate(ActivateContext context) {
         spdlog::error("virtio-scsi: a request queue's ring is outside guest RAM");
         return false;
     }
-    const auto request_handler = [this](uint16_t i) -> RequestHandler* {
-        if (i < kFirstRequestQueue) return nullptr;      // the control queue has its own thread;
-        return commands_[i - kFirstRequestQueue].get();  // the event queue sends no events
+    hotplug_.store((context.features & kFeatureHotplug) != 0);
+    events_.resume();
+    const auto request_handler = [this](uint16_t i) -> AsyncRequestHandler* {
+        if (i == kEventQueue) return &events_;
+        if (i < kFirstRequestQueue) return nullptr;  // the control queue has its own thread
+        return commands_[i - kFirstRequestQueue].get();
     };
     const auto control_handler = [this](uint16_t i) -> RequestHandler* {
         return i == kControlQueue ? &control_ : nullptr;
@@ -201,10 +280,13 @@ bool ScsiController::activate(ActivateContext context) {
 
 void ScsiController::reset() {
     stop_queues();
-    // Like a bus reset: every LUN reports it to the guest's next command.
-    for (const auto& target : targets_) {
+    // Like a bus reset: every LUN reports it to the guest's next command.  The driver scans
+    // again after a reset: pending events are stale.
+    for (const auto& target : *targets_.load()) {
         if (target) target->reset();
     }
+    events_.clear();
+    hotplug_.store(false);
     counters_.needs_reset.store(false);
     control_counters_.needs_reset.store(false);
     // virtio 1.2, 5.6.4: a reset restores sense_size and cdb_size to their defaults.

@@ -4,14 +4,18 @@
 // command is framed (request.h), addressed, checked against the task management function in
 // progress (task_set.h), parsed (cdb.h) and run on its LUN (target.h) before its response goes
 // back.  The control queue runs on a thread of the controller's own, since a TMF waits there
-// for the request queues.  See README.md.
+// for the request queues.  LUNs come and go while commands run: the targets are an immutable
+// snapshot (TargetTable) that each command holds until it completes, and the event queue
+// (events.h) tells the driver.  See README.md.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +24,7 @@
 #include "devices/virtio/queue_worker.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/control.h"
+#include "devices/virtio/scsi/events.h"
 #include "devices/virtio/scsi/request.h"
 #include "devices/virtio/scsi/target.h"
 #include "devices/virtio/scsi/task_set.h"
@@ -63,8 +68,26 @@ class ScsiController final : public Device {
     const ScsiCounters& counters() const noexcept { return counters_; }
     // Whether a task management function is waiting for the request queues.
     bool task_function_waiting() const noexcept { return tasks_.applying(); }
-    // The target `number`, or nullptr.
-    Target* target(uint8_t number) const noexcept { return find_target(targets_, number); }
+    // The target `number` as it is now, or nullptr.
+    std::shared_ptr<const Target> target(uint8_t number) const;
+    // Calls `visit` with every LUN present now, by target and LUN number; they stay open
+    // until it returns.
+    void for_each_lun(
+        const std::function<void(uint8_t target, uint16_t lun, Lun& disk)>& visit) const;
+    uint8_t max_target() const noexcept { return max_target_; }
+
+    // Hot-plug (README.md, "Hot-plug").  Opens `config`'s image and adds it at
+    // config.target/config.lun: a new target is created when it has none, up to max_target()
+    // (fixed at start: the driver read it).  Throws std::invalid_argument (a target past
+    // max_target(), a LUN present) or block::ImageError, and changes nothing.  (vmm checks
+    // that serials differ.)
+    void add_lun(const LunConfig& config);
+    // The same with a Lun made already (a test's gated image).
+    void add_lun(uint8_t target, uint16_t lun, std::shared_ptr<Lun> disk);
+    // Takes the LUN out of the table at once; its image is flushed and closed when the last
+    // command that holds it completes (the weak pointer then expires).  Throws
+    // std::invalid_argument when there is none.
+    std::weak_ptr<const Lun> remove_lun(uint8_t target, uint16_t lun);
 
     // Re-reads the image size of the LUN at `target`/`lun` (after the host resized it) and,
     // when it changed, reports CAPACITY DATA HAS CHANGED to the guest's next command there.
@@ -77,7 +100,7 @@ class ScsiController final : public Device {
     // response.
     class Commands final : public RequestHandler {
       public:
-        Commands(uint16_t queue, const Targets& targets, TaskSet& tasks, ScsiCounters& counters)
+        Commands(uint16_t queue, const TargetTable& targets, TaskSet& tasks, ScsiCounters& counters)
             : queue_(queue), targets_(targets), tasks_(tasks), counters_(counters) {}
         uint32_t handle(const DescriptorChain& chain) override;
 
@@ -87,20 +110,26 @@ class ScsiController final : public Device {
         uint32_t run(const DescriptorChain& chain);
 
         const uint16_t queue_;  // 0 for the first request queue
-        const Targets& targets_;
+        const TargetTable& targets_;
         TaskSet& tasks_;
         ScsiCounters& counters_;
     };
 
     std::vector<uint8_t> config_space() const;
     void stop_queues();
+    // Publishes `next`, where `lun` of `target` came or went: the target's other LUNs and
+    // the driver (a TRANSPORT_RESET event with `reason`) are told.  Requires changes_.
+    void publish_change(Targets next, uint8_t target, uint16_t lun, uint32_t reason);
 
     const uint16_t request_queues_;
     const uint16_t queue_size_;
     ScsiCounters counters_;
     QueueCounters control_counters_;
-    Targets targets_;
+    std::mutex changes_;  // serializes add_lun and remove_lun
+    TargetTable targets_;
     uint8_t max_target_ = 0;
+    EventQueue events_;
+    std::atomic<bool> hotplug_{false};  // the driver took VIRTIO_SCSI_F_HOTPLUG
     TaskSet tasks_;
     std::vector<std::unique_ptr<Commands>> commands_;
     ControlHandler control_;

@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <stdexcept>
+#include <utility>
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -22,7 +23,10 @@ BlockSizes sizes_of(const LunConfig& config) {
 }  // namespace
 
 Lun::Lun(const LunConfig& config)
-    : image_(block::open_disk_image(config.path, config.read_only, config.image)),
+    : Lun(config, block::open_disk_image(config.path, config.read_only, config.image)) {}
+
+Lun::Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image)
+    : image_(std::move(image)),
       sizes_(sizes_of(config)),
       read_only_(config.read_only),
       blocks_(image_->size() / sizes_.logical),
@@ -142,8 +146,11 @@ std::optional<Sense> Lun::take_unit_attention() {
     uint8_t pending = attention_.load();
     while (pending != 0) {
         const auto first = static_cast<uint8_t>(pending & -pending);  // the lowest bit
-        if (attention_.compare_exchange_weak(pending, pending & ~first))
-            return first == kPowerOnOrReset ? sense::kPowerOnOrReset : sense::kCapacityDataChanged;
+        if (attention_.compare_exchange_weak(pending, pending & ~first)) {
+            if (first == kPowerOnOrReset) return sense::kPowerOnOrReset;
+            return first == kCapacityChanged ? sense::kCapacityDataChanged
+                                             : sense::kReportedLunsDataChanged;
+        }
     }
     return std::nullopt;
 }

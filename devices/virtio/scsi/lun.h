@@ -36,6 +36,8 @@ class Lun {
     // Opens and locks the image; throws block::ImageError or std::invalid_argument for the
     // user.  The LUN starts with a POWER ON unit attention, as a disk just switched on.
     explicit Lun(const LunConfig& config);
+    // The same on an image opened already (a test's gated image).
+    Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image);
 
     // A snapshot: the capacity and the write cache may change while commands run.
     LunInfo info() const noexcept;
@@ -63,6 +65,8 @@ class Lun {
     // DATA HAS CHANGED.  Returns the new size in bytes; throws std::runtime_error (and keeps
     // the old size) when the image no longer holds whole blocks.
     uint64_t reread_capacity();
+    // A LUN was added to or removed from this LUN's target: REPORTED LUNS DATA HAS CHANGED.
+    void report_luns_changed() noexcept { attention_.fetch_or(kLunsChanged); }
 
   private:
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
@@ -71,7 +75,7 @@ class Lun {
     // completes, as virtio-blk's write-through.
     Outcome written(uint64_t transferred, bool fua);
 
-    enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2 };
+    enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2, kLunsChanged = 4 };
 
     std::unique_ptr<block::DiskImage> image_;
     const BlockSizes sizes_;

@@ -248,12 +248,16 @@ std::vector<uint8_t> report_luns_data(std::span<const uint16_t> luns) {
     std::vector<uint8_t> bytes(8 + 8 * luns.size(), 0);
     store_be(bytes, 0, 8 * luns.size(), 4);
     for (size_t i = 0; i < luns.size(); ++i) {
-        // Peripheral device addressing below 256, flat space addressing (01b) above.
-        const uint16_t lun = luns[i];
-        bytes[8 + 8 * i] = lun < 256 ? 0 : static_cast<uint8_t>(0x40 | lun >> 8);
-        bytes[9 + 8 * i] = static_cast<uint8_t>(lun);
+        const auto lun = single_level_lun(luns[i]);
+        bytes[8 + 8 * i] = lun[0];
+        bytes[9 + 8 * i] = lun[1];
     }
     return bytes;
+}
+
+std::array<uint8_t, 2> single_level_lun(uint16_t lun) {
+    return {lun < 256 ? uint8_t{0} : static_cast<uint8_t>(0x40 | lun >> 8),
+            static_cast<uint8_t>(lun)};
 }
 
 }  // namespace mvmm::devices::virtio::scsi

@@ -76,6 +76,9 @@ Answer read_capacity_data(bool sixteen, const LunInfo& lun);
 std::span<const uint8_t> all_commands_data();
 Result<Answer, Sense> one_command_data(const ReportOpcodes& request);
 
+// A LUN number as the first two bytes of an 8-byte LUN: peripheral device addressing below
+// 256, flat space addressing (01b) above, as Linux's virtio_scsi expects.
+std::array<uint8_t, 2> single_level_lun(uint16_t lun);
 // `luns` in ascending order: 8 bytes a LUN after an 8-byte header.
 std::vector<uint8_t> report_luns_data(std::span<const uint16_t> luns);
 

@@ -53,6 +53,8 @@ inline constexpr Sense kPowerOnOrReset{SenseKey::UnitAttention, 0x29, 0x00,
                                        "power on, reset, or bus device reset occurred"};
 inline constexpr Sense kCapacityDataChanged{SenseKey::UnitAttention, 0x2a, 0x09,
                                             "capacity data has changed"};
+inline constexpr Sense kReportedLunsDataChanged{SenseKey::UnitAttention, 0x3f, 0x0e,
+                                                "reported luns data has changed"};
 inline constexpr Sense kReadError{SenseKey::MediumError, 0x11, 0x00, "unrecovered read error"};
 inline constexpr Sense kWriteError{SenseKey::MediumError, 0x0c, 0x00, "write error"};
 }  // namespace sense

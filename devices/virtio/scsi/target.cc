@@ -101,6 +101,20 @@ class Runner {
     const GuestBuffers& in_;
 };
 
+// Throws unless `number` is a LUN number with no LUN in `luns`.
+void check_free(const std::vector<std::shared_ptr<Lun>>& luns, uint16_t number) {
+    if (number > kMaxLun)
+        throw std::invalid_argument("LUN " + std::to_string(number) + " is past " +
+                                    std::to_string(kMaxLun));
+    if (number < luns.size() && luns[number])
+        throw std::invalid_argument("LUN " + std::to_string(number) + " is given twice");
+}
+
+void place(std::vector<std::shared_ptr<Lun>>& luns, uint16_t number, std::shared_ptr<Lun> lun) {
+    if (number >= luns.size()) luns.resize(number + 1u);
+    luns[number] = std::move(lun);
+}
+
 }  // namespace
 
 Target::Target(const std::vector<LunConfig>& luns) {
@@ -109,21 +123,41 @@ Target::Target(const std::vector<LunConfig>& luns) {
             throw std::invalid_argument("LUNs of targets " + std::to_string(config.target) +
                                         " and " + std::to_string(luns.front().target) +
                                         " in one target");
-        if (config.lun > kMaxLun)
-            throw std::invalid_argument("LUN " + std::to_string(config.lun) + " is past " +
-                                        std::to_string(kMaxLun));
-        if (config.lun >= luns_.size()) luns_.resize(config.lun + 1);
-        if (luns_[config.lun])
-            throw std::invalid_argument("LUN " + std::to_string(config.lun) + " is given twice");
-        luns_[config.lun] = std::make_unique<Lun>(config);
-        numbers_.push_back(config.lun);
+        check_free(luns_, config.lun);
+        place(luns_, config.lun, std::make_shared<Lun>(config));
     }
-    std::ranges::sort(numbers_);
+    index();
+}
+
+Target::Target(Luns luns) : luns_(std::move(luns)) {
+    index();
+}
+
+Target Target::with_lun(uint16_t number, std::shared_ptr<Lun> lun) const {
+    check_free(luns_, number);
+    Luns luns = luns_;
+    place(luns, number, std::move(lun));
+    return Target(std::move(luns));
+}
+
+Target Target::without_lun(uint16_t number) const {
+    if (!find(number))
+        throw std::invalid_argument("no LUN " + std::to_string(number) + " on this target");
+    Luns luns = luns_;
+    luns[number].reset();
+    while (!luns.empty() && !luns.back()) luns.pop_back();
+    return Target(std::move(luns));
+}
+
+void Target::index() {
+    numbers_.clear();
+    for (size_t i = 0; i < luns_.size(); ++i)
+        if (luns_[i]) numbers_.push_back(static_cast<uint16_t>(i));
     report_luns_ = report_luns_data(numbers_);
 }
 
 TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
-                              const GuestBuffers& data_out, const GuestBuffers& data_in) {
+                              const GuestBuffers& data_out, const GuestBuffers& data_in) const {
     Lun* lun = find(number);
     // What a LUN answers with no disk, or with a unit attention pending (SAM-5, 5.14).
     const bool always_answered =
@@ -141,10 +175,15 @@ TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
     return {Delivery::Done, std::visit(runner, command->operation)};
 }
 
-void Target::reset() {
+void Target::reset() const {
     for (const auto& lun : luns_) {
         if (lun) lun->reset();
     }
+}
+
+void Target::report_luns_changed(uint16_t except) const {
+    for (const uint16_t number : numbers_)
+        if (number != except) luns_[number]->report_luns_changed();
 }
 
 }  // namespace mvmm::devices::virtio::scsi
