@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <system_error>
 
-#include "devices/block/thread_pool.h"
-
 namespace mvmm::devices::block {
 namespace {
 
@@ -90,22 +88,6 @@ int64_t run_step(DiskImage& image, const IoStep& step) {
     }
     if (!result) return -int64_t{result.error().value()};
     return is_transfer(step.kind) ? int64_t(step.length) : 0;
-}
-
-std::unique_ptr<IoQueue> DiskImage::open_queue(AioMode mode, uint32_t depth) {
-    switch (mode) {
-        case AioMode::IoUring:
-            return open_uring_queue(depth);
-        case AioMode::Threads:
-            break;
-        case AioMode::Sync:
-            return open_sync_queue(*this, depth);
-    }
-    return open_pool_queue(*this, depth);
-}
-
-std::unique_ptr<IoQueue> DiskImage::open_uring_queue(uint32_t depth) {
-    return open_pool_queue(*this, depth);
 }
 
 std::unique_ptr<IoQueue> open_sync_queue(DiskImage& image, uint32_t depth) {
