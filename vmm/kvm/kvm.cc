@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 
+#include <cerrno>
 #include <memory>
 #include <stdexcept>
 
@@ -10,9 +11,16 @@ namespace mvmm {
 
 namespace {
 
+// The set-up calls (KVM_RUN is the vCPU's own) are restarted when a signal interrupts them, as
+// QEMU does for KVM_CREATE_VM: its mmu_notifier_register gives up with EINTR while the thread
+// has task work pending, such as the one io_uring's ring teardown queues on the thread that
+// made the ring (the disks' io_uring probe runs on this thread just before).
 template <class... Args>
 long kvm_ioctl(int fd, unsigned long request, const char* name, Args... args) {
-    long ret = ::ioctl(fd, request, args...);
+    long ret;
+    do {
+        ret = ::ioctl(fd, request, args...);
+    } while (ret < 0 && errno == EINTR);
     if (ret < 0) throw_errno(name);
     return ret;
 }
