@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "devices/block/raw_image.h"
 #include "devices/block/thread_pool.h"
@@ -153,13 +154,20 @@ void UringQueue::reaped(IoRequest& request, int result) {
 
 bool io_uring_supported() {
     static const bool supported = [] {
-        io_uring ring{};
-        if (const int error = io_uring_queue_init(2, &ring, 0); error < 0) {
+        // On a thread of its own: once a ring is closed, the kernel's teardown queues task work
+        // (TWA_SIGNAL) on the thread that made it, which interrupts that thread's next
+        // interruptible call: on the main thread, KVM_CREATE_VM, which comes next.
+        int error = 0;
+        std::thread([&error] {
+            io_uring ring{};
+            error = io_uring_queue_init(2, &ring, 0);
+            if (error == 0) io_uring_queue_exit(&ring);
+        }).join();
+        if (error < 0) {
             spdlog::warn("io_uring is not available here ({}): disks default to aio=threads",
                          std::strerror(-error));
             return false;
         }
-        io_uring_queue_exit(&ring);
         return true;
     }();
     return supported;

@@ -13,8 +13,8 @@ namespace {
 
 // The set-up calls (KVM_RUN is the vCPU's own) are restarted when a signal interrupts them, as
 // QEMU does for KVM_CREATE_VM: its mmu_notifier_register gives up with EINTR while the thread
-// has task work pending, such as the one io_uring's ring teardown queues on the thread that
-// made the ring (the disks' io_uring probe runs on this thread just before).
+// has a signal or task work pending, such as the work io_uring's ring teardown queues on the
+// thread that made the ring.
 template <class... Args>
 long kvm_ioctl(int fd, unsigned long request, const char* name, Args... args) {
     long ret;
