@@ -35,8 +35,10 @@ std::string option_value(const std::string& key, const json& value) {
 }
 
 // The virtio-blk disk add-disk describes, by --disk's parser.
-devices::virtio::blk::DiskConfig parse_hotplug_disk(const json& arguments, SlotSource alloc) {
+devices::virtio::blk::DiskConfig parse_hotplug_disk(const json& arguments, SlotSource alloc,
+                                                    unsigned default_queues) {
     DiskOptions options;
+    options.default_queues = default_queues;
     try {
         add_disk_option(disk_option_text(arguments), options, "add-disk");
     } catch (const UsageError& e) {
@@ -106,7 +108,7 @@ uint8_t DiskHotplug::free_port() const {
 
 json DiskHotplug::add(const json& arguments) {
     if (LunHotplug::describes_lun(arguments)) return luns_.add(arguments);
-    auto config = parse_hotplug_disk(arguments, context_.request_alloc);
+    auto config = parse_hotplug_disk(arguments, context_.request_alloc, context_.default_queues);
     std::lock_guard lock(mutex_);
     const uint8_t port = free_port();
     std::unique_ptr<devices::virtio::blk::BlkDevice> device;

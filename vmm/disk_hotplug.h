@@ -59,6 +59,7 @@ class DiskHotplug {
         const GuestMemory& memory;
         boost::asio::io_context& io;  // the devices' I/O threads
         SlotSource request_alloc;
+        unsigned default_queues;  // a hot-added disk's queues without queues= (one per vCPU)
         VcpuDiagnostics& diagnostics;
         // A hot-added disk's image has this cache-clean-interval (not 0).
         std::function<void(std::chrono::seconds)> cache_clean_interval;

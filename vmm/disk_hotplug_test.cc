@@ -45,7 +45,7 @@ class DiskHotplugTest : public ::testing::Test {
     std::vector<devices::pci::RootBusAddress> ports;
     std::vector<std::chrono::seconds> clean_intervals;  // what the hot-added disks asked for
     DiskHotplug hotplug{
-        {h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool, diagnostics,
+        {h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool, 1, diagnostics,
          [this](std::chrono::seconds s) { clean_intervals.push_back(s); }},
         {}};
 };
@@ -158,7 +158,7 @@ class LunHotplugTest : public ::testing::Test {
     devices::virtio::testing::TestGuest guest{1 << 20};
     VcpuDiagnostics diagnostics{1};
     std::unique_ptr<devices::virtio::scsi::ScsiController> scsi = make_controller();
-    DiskHotplug hotplug{{h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool,
+    DiskHotplug hotplug{{h.bridge, h.mmio, h.platform, guest.memory(), io, SlotSource::pool, 1,
                          diagnostics, [](std::chrono::seconds) {}},
                         {{"c0", "scsi c0", &scsi->counters(), {}, {}, 0, scsi.get()}}};
 };

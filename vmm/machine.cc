@@ -19,7 +19,7 @@ Machine::Machine(BootPlan plan, std::vector<Disk> disks, boost::asio::io_context
           board_.vcpus, board_.mmio, board_.pio,
           [this](ExitCode code, const std::string& reason) { request_exit(code, reason); }, report),
       disks_({*board_.pci, board_.mmio, board_.platform, board_.memory, io,
-              plan_.config.request_alloc, vcpus_.diagnostics(),
+              plan_.config.request_alloc, plan_.config.cpus, vcpus_.diagnostics(),
               [this](std::chrono::seconds interval) {
                   cache_cleaner_.clean_at_least_every(interval);
               }},

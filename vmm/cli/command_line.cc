@@ -41,7 +41,8 @@ void add_guest_options(CLI::App& app, Config& config, RawOptions& raw) {
 
 void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
-                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N]"
+                   "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N (default: one "
+                   "per vCPU)]"
                    "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; raw "
                    "images)][,aio=io_uring|threads|sync (default: io_uring where the kernel has "
                    "it)], or a LUN of a SCSI controller: "
@@ -49,11 +50,12 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
                    "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
                    " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"
                    "[,cache-clean-interval=SEC] (QEMU's; a bare SIZE is bytes); repeatable");
-    app.add_option("--scsi-controller", raw.scsi_controllers,
-                   "a virtio-scsi controller: id=ID[,queues=N][,queue-size=N]"
-                   "[,bus=rootport|root]; repeatable. Its LUNs can be added (add-disk "
-                   "controller=ID) and removed (remove-disk id=ID:T:L) while the VM runs, on "
-                   "targets up to the highest one given at start");
+    app.add_option(
+        "--scsi-controller", raw.scsi_controllers,
+        "a virtio-scsi controller: id=ID[,queues=N (default: one per vCPU)][,queue-size=N]"
+        "[,bus=rootport|root]; repeatable. Its LUNs can be added (add-disk "
+        "controller=ID) and removed (remove-disk id=ID:T:L) while the VM runs, on "
+        "targets up to the highest one given at start");
     app.add_option("--root-ports,--empty-root-ports", config.empty_root_ports,
                    "PCIe root ports with an empty hot-pluggable slot, for add-disk "
                    "(--empty-root-ports is the old name)")
@@ -92,12 +94,14 @@ void add_run_options(CLI::App& app, Config& config, RawOptions& raw) {
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
-// Controllers first: a --disk names its controller by id.
+// Controllers first: a --disk names its controller by id.  Disks and controllers have a queue
+// per vCPU unless queues= says otherwise.
 DiskOptions parse_disks(const std::vector<std::string>& controllers,
-                        const std::vector<std::string>& disks) {
+                        const std::vector<std::string>& disks, unsigned cpus) {
     DiskOptions options;
+    options.default_queues = cpus;
     for (const auto& text : controllers) {
-        auto controller = parse_scsi_controller_option(text);
+        auto controller = parse_scsi_controller_option(text, cpus);
         const auto& id = controller.controller.id;
         if (std::ranges::any_of(options.scsi, [&](const auto& c) { return c.controller.id == id; }))
             throw UsageError("--scsi-controller '" + text + "': id=" + id + " is given twice");
@@ -150,7 +154,7 @@ Config parse_command_line(int argc, char** argv) {
     }
     config.serial = parse_serial(raw.serial);
     config.memory = parse_memory_option(raw.memory);
-    config.disks = parse_disks(raw.scsi_controllers, raw.disks);
+    config.disks = parse_disks(raw.scsi_controllers, raw.disks, config.cpus);
     config.request_alloc = parse_request_alloc_option(raw.request_alloc);
     for (auto& disk : config.disks.blk) disk.request_alloc = config.request_alloc;
     for (auto& scsi : config.disks.scsi) scsi.controller.request_alloc = config.request_alloc;

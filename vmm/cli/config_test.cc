@@ -98,6 +98,16 @@ TEST(Config, ParsesMemoryAndTrimOptions) {
     EXPECT_EQ(c.trim.factor, 50);
 }
 
+TEST(Config, DisksAndControllersHaveAQueuePerVcpu) {
+    // --cpus comes after the options it applies to: the whole line parses first.
+    auto c = parse({"--kernel", "k", "--disk", "path=a", "--scsi-controller", "id=c0", "--disk",
+                    "path=b,queues=1", "--cpus", "3"});
+    EXPECT_EQ(c.disks.blk.at(0).queues, 3);
+    EXPECT_EQ(c.disks.blk.at(1).queues, 1);
+    EXPECT_EQ(c.disks.scsi.at(0).controller.request_queues, 3);
+    EXPECT_EQ(parse({"--kernel", "k", "--disk", "path=a"}).disks.blk.at(0).queues, 1);
+}
+
 TEST(Config, RequestAllocGoesToEveryDiskAndController) {
     EXPECT_EQ(parse({"--kernel", "k", "--disk", "path=a"}).disks.blk[0].request_alloc,
               SlotSource::pool);

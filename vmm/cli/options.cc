@@ -95,7 +95,13 @@ std::optional<devices::block::AioMode> aio_mode(const OptionParser& parser) {
         AioMode::IoUring);
 }
 
-blk::DiskConfig blk_disk(const OptionParser& parser) {
+// queues=N, else `default_queues` within the device's limit.
+uint16_t queue_count(const OptionParser& parser, unsigned default_queues, unsigned limit) {
+    return static_cast<uint16_t>(
+        parser.number("queues", 1, limit).value_or(std::clamp(default_queues, 1u, limit)));
+}
+
+blk::DiskConfig blk_disk(const OptionParser& parser, unsigned default_queues) {
     for (const char* key : {"lun", "target"})
         if (parser.has(key)) parser.fail(key, "a SCSI address needs controller=");
     blk::DiskConfig config;
@@ -105,7 +111,7 @@ blk::DiskConfig blk_disk(const OptionParser& parser) {
     config.aio = aio_mode(parser);
     config.read_only = parser.toggle("readonly", false);
     config.serial = serial(parser, blk::kSerialBytes);
-    config.queues = static_cast<uint16_t>(parser.number("queues", 1, blk::kMaxQueues).value_or(1));
+    config.queues = queue_count(parser, default_queues, blk::kMaxQueues);
     config.queue_size = queue_size(parser);
     config.bus = pci_bus(parser);
     const auto sizes = block_sizes(parser);
@@ -187,13 +193,12 @@ HugePages hugepages(const OptionParser& parser) {
 
 }  // namespace
 
-ScsiControllerOption parse_scsi_controller_option(std::string_view text) {
+ScsiControllerOption parse_scsi_controller_option(std::string_view text, unsigned default_queues) {
     OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus"});
     parser.parse(text);
     ScsiControllerOption option;
     option.controller.id = parser.required("id");
-    option.controller.request_queues =
-        static_cast<uint16_t>(parser.number("queues", 1, scsi::kMaxRequestQueues).value_or(1));
+    option.controller.request_queues = queue_count(parser, default_queues, scsi::kMaxRequestQueues);
     option.controller.queue_size = queue_size(parser);
     option.bus = pci_bus(parser);
     return option;
@@ -209,7 +214,7 @@ void add_disk_option(std::string_view text, DiskOptions& disks, std::string flag
     if (parser.has("controller"))
         add_lun(parser, disks.scsi);
     else
-        disks.blk.push_back(blk_disk(parser));
+        disks.blk.push_back(blk_disk(parser, disks.default_queues));
 }
 
 RamConfig parse_memory_option(std::string_view text) {

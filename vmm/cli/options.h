@@ -20,13 +20,17 @@ struct ScsiControllerOption {
 };
 
 // --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root]; its LUNs come from
-// --disk.
-ScsiControllerOption parse_scsi_controller_option(std::string_view text);
+// --disk.  Without queues= the controller has `default_queues` request queues (at most its limit).
+ScsiControllerOption parse_scsi_controller_option(std::string_view text,
+                                                  unsigned default_queues = 1);
 
 // The disks of the command line: virtio-blk disks and the SCSI controllers that hold LUNs.
 struct DiskOptions {
     std::vector<devices::virtio::blk::DiskConfig> blk;
     std::vector<ScsiControllerOption> scsi;
+    // The queues a virtio-blk disk gets without queues=: one per vCPU, as QEMU gives (at most
+    // the device's limit), so that each vCPU submits to a queue of its own.
+    unsigned default_queues = 1;
 };
 
 // --disk path=FILE[,readonly=on][,serial=S][,queues=N][,queue-size=N][,bus=rootport|root]

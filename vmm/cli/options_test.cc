@@ -162,6 +162,20 @@ TEST(CacheAllocOption, NamesWhereCachedTablesLive) {
                 HasSubstr("--cache-alloc 'slab': slab: expected one of mapping, heap"));
 }
 
+TEST(DiskOption, QueuesDefaultToOnePerVcpuWithinTheLimit) {
+    for (auto [vcpus, queues] : {std::pair{2u, 2}, {64u, 64}, {255u, 64}}) {
+        DiskOptions disks;
+        disks.default_queues = vcpus;
+        add_disk_option("path=a", disks);
+        add_disk_option("path=b,queues=3", disks);
+        EXPECT_EQ(disks.blk.at(0).queues, queues) << vcpus << " vCPUs";
+        EXPECT_EQ(disks.blk.at(1).queues, 3) << "queues= wins";
+        EXPECT_EQ(parse_scsi_controller_option("id=c", vcpus).controller.request_queues, queues);
+        EXPECT_EQ(parse_scsi_controller_option("id=c,queues=1", vcpus).controller.request_queues,
+                  1);
+    }
+}
+
 TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
     const auto option = parse_scsi_controller_option("id=c0,queues=4,queue-size=64,bus=root");
     EXPECT_EQ(option.controller.id, "c0");
@@ -185,7 +199,8 @@ TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
              {"id=c0,bus=pci", "bus=pci: expected one of rootport, root"},
              {"id=c0,lun=1", "unknown key 'lun'"},
          }) {
-        const std::string error = error_of(parse_scsi_controller_option, option);
+        const std::string error = error_of(
+            [](std::string_view text) { return parse_scsi_controller_option(text); }, option);
         EXPECT_THAT(error, HasSubstr(message)) << option;
         EXPECT_THAT(error, HasSubstr(std::string("--scsi-controller '") + option + "'")) << option;
     }
