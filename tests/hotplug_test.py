@@ -9,7 +9,8 @@ pciehp on the other side (guest-images/scripts/hotplug, driven by tools/mvmmtool
   flat after a warm-up; the trim policy changes half way
   (set-memory-policy) and the report shows when; no BAR of a removed disk is left in the MMIO space after any
   cycle. Then LUN_CYCLES cycles of a SCSI LUN added to and removed from the boot's controller (add-disk
-  controller=c0, remove-disk c0:0:1): Linux finds the new /dev/sdX on the RESCAN event, writes and reads a line,
+  controller=c0, remove-disk c0:T:1), on target 0 and on target 1 in turn (target 1 has no LUN at boot: the
+  controller reserves it with targets=2): Linux finds the new /dev/sdX on the RESCAN event, writes and reads a line,
   loses the disk on the REMOVED event; the line is in each LUN's image after mvmm's exit, and mvmm's fd count after
   each removal is what it was before the first add (the image closed).
 - The attention button (remove-disk) with the guest writing (O_DIRECT, no flush): every write the guest saw
@@ -46,7 +47,7 @@ def hotplug_run(cmdline, companion, ports=2, luns=0, after=""):
     if luns:  # a controller with one LUN at boot; the cycles add LUN 1 beside it
         images.update({f"{scratch}/l{i}.img": MiB for i in range(luns)})
         images[f"{scratch}/boot-lun.img"] = MiB
-        extra = ["--scsi-controller", "id=c0", "--disk", f"path={scratch}/boot-lun.img,controller=c0"]
+        extra = ["--scsi-controller", "id=c0,targets=2", "--disk", f"path={scratch}/boot-lun.img,controller=c0"]
     args = guest_args(cmdline, extra=["--root-ports", str(ports), "--api-socket", SOCKET, "--report", REPORT,
                                       "--trim-policy", "batch", *extra])
     return Run(args, scratch_images=images, companion=f"HP_DIR={scratch}; HP_SOCKET={SOCKET}\n" + companion,
@@ -82,14 +83,14 @@ qemu-img convert -O raw "$HP_DIR/d1.img" "$HP_DIR/d1.raw" && echo "QCOW2-LINE $(
 """
 
 
-# The LUN cycles, after the virtio-blk ones (the companion's ctl and pid): add LUN 1 of target 0 to controller c0,
+# The LUN cycles, after the virtio-blk ones (the companion's ctl and pid): add LUN 1 of target j % 2 to controller c0,
 # wait for the guest's lun-ready, remove it, wait until query-disks no longer lists it (its image closed) and the
 # guest saw it go; one line each with mvmm's fd count, and the count before the first add.
 LUN_COMPANION = r"""
 echo "HP-LUN-BEFORE fds=$(ls /proc/"$pid"/fd | wc -l)"
 j=0
 while [ $j -lt "$HP_LUNS" ]; do
-	reply=$(ctl add-disk "path=$HP_DIR/l$j.img" controller=c0 lun=1 "serial=lun$j") ||
+	reply=$(ctl add-disk "path=$HP_DIR/l$j.img" controller=c0 target=$((j % 2)) lun=1 "serial=lun$j") ||
 		{ echo "HP-ERROR lun $j could not be added: $reply"; break; }
 	id=$(echo "$reply" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 	until grep -qE "lun-ready [0-9.]+ i=$j " "$MVMM_LOG"; do
@@ -187,6 +188,8 @@ def test_hotplug_cycles_leak_nothing():
            f"the guest wrote and read back {len(lun_ready)} of {LUN_CYCLES} LUNs: {lun_ready}", run)
     expect(all(r["fds"] == before.group(1) for r in luns),
            f"mvmm's fd count after each LUN removal {[r['fds'] for r in luns]}, before the first {before.group(1)}")
+    expect([r["id"] for r in luns] == [f"c0:{j % 2}:1" for j in range(LUN_CYCLES)],
+           f"the LUNs' ids {[r['id'] for r in luns]}: target 0 and the reserved target 1 in turn")
     for j in range(LUN_CYCLES):
         expect(re.search(rf"^LUN-LINE l{j}.img MVMM-LUN-{j}\s*$", run.after_output, re.M),
                f"LUN {j}'s image after mvmm's exit:\n{run.after_output[-600:]}")

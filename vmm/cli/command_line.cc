@@ -53,9 +53,9 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option(
         "--scsi-controller", raw.scsi_controllers,
         "a virtio-scsi controller: id=ID[,queues=N (default: one per vCPU)][,queue-size=N]"
-        "[,bus=rootport|root]; repeatable. Its LUNs can be added (add-disk "
-        "controller=ID) and removed (remove-disk id=ID:T:L) while the VM runs, on "
-        "targets up to the highest one given at start");
+        "[,bus=rootport|root][,targets=N (1-256)]; repeatable. Its LUNs can be added "
+        "(add-disk controller=ID) and removed (remove-disk id=ID:T:L) while the VM runs, on "
+        "targets 0 to N-1, by default up to the highest one given at start");
     app.add_option("--root-ports,--empty-root-ports", config.empty_root_ports,
                    "PCIe root ports with an empty hot-pluggable slot, for add-disk "
                    "(--empty-root-ports is the old name)")

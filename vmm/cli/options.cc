@@ -171,6 +171,10 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
             .value_or(devices::block::serial_from_file_name(lun.path, scsi::kMaxSerialBytes));
     if (lun.serial.empty()) parser.fail("serial", "must not be empty (a LUN is named by it)");
     lun.target = static_cast<uint8_t>(parser.number("target", 0, scsi::kMaxTarget).value_or(0));
+    if (const auto targets = controller->controller.targets; targets > 0 && lun.target >= targets)
+        parser.fail("target", "controller " + std::string(id) + " has targets 0 to " +
+                                  std::to_string(targets - 1) +
+                                  " (its targets=" + std::to_string(targets) + ")");
     lun.lun = lun_number(parser, *controller, lun.target);
     const auto sizes = block_sizes(parser);
     lun.logical_block_size = sizes.logical;
@@ -194,12 +198,14 @@ HugePages hugepages(const OptionParser& parser) {
 }  // namespace
 
 ScsiControllerOption parse_scsi_controller_option(std::string_view text, unsigned default_queues) {
-    OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus"});
+    OptionParser parser("--scsi-controller", {"id", "queues", "queue-size", "bus", "targets"});
     parser.parse(text);
     ScsiControllerOption option;
     option.controller.id = parser.required("id");
     option.controller.request_queues = queue_count(parser, default_queues, scsi::kMaxRequestQueues);
     option.controller.queue_size = queue_size(parser);
+    option.controller.targets =
+        static_cast<uint16_t>(parser.number("targets", 1, scsi::kMaxTarget + 1).value_or(0));
     option.bus = pci_bus(parser);
     return option;
 }

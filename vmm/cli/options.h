@@ -19,8 +19,9 @@ struct ScsiControllerOption {
     devices::virtio::blk::DiskBus bus = devices::virtio::blk::DiskBus::RootPort;
 };
 
-// --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root]; its LUNs come from
-// --disk.  Without queues= the controller has `default_queues` request queues (at most its limit).
+// --scsi-controller id=ID[,queues=N][,queue-size=N][,bus=rootport|root][,targets=N]; its LUNs
+// come from --disk.  Without queues= the controller has `default_queues` request queues (at most
+// its limit); targets=N reserves targets 0 to N-1 for LUNs added while the VM runs.
 ScsiControllerOption parse_scsi_controller_option(std::string_view text,
                                                   unsigned default_queues = 1);
 

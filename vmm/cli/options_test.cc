@@ -187,6 +187,8 @@ TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
     EXPECT_EQ(plain.controller.request_queues, 1);
     EXPECT_EQ(plain.controller.queue_size, 256);
     EXPECT_EQ(plain.bus, blk::DiskBus::RootPort);
+    EXPECT_EQ(plain.controller.targets, 0) << "up to the highest target of its LUNs";
+    EXPECT_EQ(parse_scsi_controller_option("id=x,targets=256").controller.targets, 256);
     for (auto [option, message] : std::initializer_list<std::pair<const char*, const char*>>{
              {"", "id= is required"},
              {"id=", "id=: must not be empty"},
@@ -198,6 +200,8 @@ TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
              {"id=c0,queue-size=abc", "queue-size=abc: expected a power of two"},
              {"id=c0,bus=pci", "bus=pci: expected one of rootport, root"},
              {"id=c0,lun=1", "unknown key 'lun'"},
+             {"id=c0,targets=0", "targets=0: expected a number from 1 to 256"},
+             {"id=c0,targets=257", "targets=257: expected a number from 1 to 256"},
          }) {
         const std::string error = error_of(
             [](std::string_view text) { return parse_scsi_controller_option(text); }, option);
@@ -209,7 +213,8 @@ TEST(ScsiControllerOption, ParsesEveryKeyWithDefaults) {
 // Two controllers, c0 and c1, and the LUNs of `disks` added to them in order.
 DiskOptions scsi_disks(const std::vector<const char*>& disks) {
     DiskOptions options;
-    options.scsi = {parse_scsi_controller_option("id=c0"), parse_scsi_controller_option("id=c1")};
+    options.scsi = {parse_scsi_controller_option("id=c0"),
+                    parse_scsi_controller_option("id=c1,targets=2")};
     for (const char* disk : disks) add_disk_option(disk, options);
     return options;
 }
@@ -267,6 +272,8 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,lun=5", "path=b,controller=c0,lun=5"},
          "lun=5: controller c0 target 0 has LUN 5 already (path=a)"},
         {{"path=a,controller=c0,target=256"}, "target=256: expected a number from 0 to 255"},
+        {{"path=a,controller=c1,target=2"},
+         "target=2: controller c1 has targets 0 to 1 (its targets=2)"},
         {{"path=a,controller=c0,target=2,lun=1", "path=b,controller=c0,target=2,lun=1"},
          "controller c0 target 2 has LUN 1 already"},
         {{"path=a,controller=c0,physical-block-size=100000"}, "physical-block-size=100000"},

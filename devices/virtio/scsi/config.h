@@ -39,6 +39,9 @@ struct ControllerConfig {
     uint16_t queue_size = kDefaultQueueSize;  // every queue's maximum (valid_queue_size)
     std::vector<LunConfig> luns;
     SlotSource request_alloc = SlotSource::pool;  // where commands in flight live
+    // Targets 0 to targets - 1 are there for LUNs added later (max_target targets - 1); 0: up
+    // to the highest target of `luns`.  The driver reads max_target once, at start.
+    uint16_t targets = 0;
 };
 
 }  // namespace mvmm::devices::virtio::scsi

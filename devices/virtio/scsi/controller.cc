@@ -30,9 +30,10 @@ uint32_t residual(const CommandRequest& request, uint64_t transferred) {
     return static_cast<uint32_t>(size - std::min(size, transferred));  // chains are < 4 GiB
 }
 
-uint8_t highest_target(const std::vector<LunConfig>& luns) {
-    uint8_t highest = 0;
-    for (const LunConfig& lun : luns) highest = std::max(highest, lun.target);
+// The highest target of the LUNs given, or of the targets reserved for LUNs added later.
+uint8_t highest_target(const ControllerConfig& config) {
+    uint8_t highest = config.targets > 0 ? uint8_t(std::min<uint16_t>(config.targets, 256) - 1) : 0;
+    for (const LunConfig& lun : config.luns) highest = std::max(highest, lun.target);
     return highest;
 }
 
@@ -106,7 +107,7 @@ ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_c
     : request_queues_(checked_queues(config.request_queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-scsi")),
       targets_(make_targets(config.luns)),
-      max_target_(highest_target(config.luns)),
+      max_target_(highest_target(config)),
       tasks_(request_queues_),
       control_(targets_, tasks_, counters_.bad_requests),
       cdb_size_(VIRTIO_SCSI_CDB_DEFAULT_SIZE),
@@ -151,24 +152,31 @@ void ScsiController::for_each_lun(
     }
 }
 
+void ScsiController::check_target(uint8_t target_number, uint16_t lun_number) const {
+    if (target_number > max_target_)
+        throw std::invalid_argument(
+            "target " + std::to_string(target_number) + " LUN " + std::to_string(lun_number) +
+            ": the controller's targets are 0 to " + std::to_string(max_target_) +
+            " (max_target is fixed when the VM starts: targets= on --scsi-controller reserves "
+            "more)");
+}
+
 void ScsiController::add_lun(const LunConfig& config) {
+    check_target(config.target, config.lun);  // before the image is opened
     add_lun(config.target, config.lun, std::make_shared<Lun>(config));
 }
 
 void ScsiController::add_lun(uint8_t target_number, uint16_t lun_number,
                              std::shared_ptr<Lun> disk) {
-    const std::string where =
-        "target " + std::to_string(target_number) + " LUN " + std::to_string(lun_number);
-    if (target_number > max_target_)
-        throw std::invalid_argument(where + ": the controller's targets are 0 to " +
-                                    std::to_string(max_target_) +
-                                    " (max_target is fixed when the VM starts)");
+    check_target(target_number, lun_number);
     std::lock_guard lock(changes_);
     Targets next = *targets_.load();
     if (target_number >= next.size()) next.resize(target_number + 1u);
     const Target none{std::vector<LunConfig>{}};
     const Target& old = next[target_number] ? *next[target_number] : none;
-    if (old.find(lun_number)) throw std::invalid_argument(where + " is present already");
+    if (old.find(lun_number))
+        throw std::invalid_argument("target " + std::to_string(target_number) + " LUN " +
+                                    std::to_string(lun_number) + " is present already");
     next[target_number] = std::make_shared<const Target>(old.with_lun(lun_number, std::move(disk)));
     publish_change(std::move(next), target_number, lun_number, VIRTIO_SCSI_EVT_RESET_RESCAN);
 }

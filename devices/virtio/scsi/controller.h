@@ -116,6 +116,8 @@ class ScsiController final : public Device {
     };
 
     std::vector<uint8_t> config_space() const;
+    // Throws std::invalid_argument for a target past max_target_.
+    void check_target(uint8_t target, uint16_t lun) const;
     void stop_queues();
     // Publishes `next`, where `lun` of `target` came or went: the target's other LUNs and
     // the driver (a TRANSPORT_RESET event with `reason`) are told.  Requires changes_.

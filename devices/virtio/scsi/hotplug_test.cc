@@ -123,6 +123,19 @@ TEST_F(HotplugTest, TargetsComeAndGoBelowMaxTarget) {
     EXPECT_EQ(config.max_target, 1) << "fixed at start";
 }
 
+TEST_F(HotplugTest, TargetsReservesTargetsForLunsAddedLater) {
+    ControllerConfig config{.id = "c1", .luns = {{disk3.path(), 0, false, "disk"}}, .targets = 4};
+    ScsiController reserved(config, io);
+    virtio_scsi_config space{};
+    reserved.read_config(0, std::span(reinterpret_cast<uint8_t*>(&space), sizeof space));
+    EXPECT_EQ(space.max_target, 3) << "targets 0 to 3, though only target 0 has a LUN";
+    bt::TempImage image{64 * 1024};
+    reserved.add_lun({image.path(), 5, false, "added", 3});
+    ASSERT_NE(reserved.target(3), nullptr);
+    EXPECT_NE(reserved.target(3)->find(5), nullptr);
+    EXPECT_THROW(reserved.add_lun({image.path(), 6, false, "past", 4}), std::invalid_argument);
+}
+
 TEST_F(HotplugTest, ARemovedLunClosesOnlyAfterItsCommandInFlight) {
     post_event_buffers(1);
     auto gated = std::make_unique<bt::GatedImage>();
