@@ -13,11 +13,18 @@
 # HP_VMM=mvmm (default): HP_SOCKET is its --api-socket; add-disk, remove-disk, and query-disks until the disk is
 # gone (flushed and closed). HP_VMM=qemu: HP_SOCKET is QEMU's QMP socket; blockdev-add and device_add into
 # pcie-root-port rp0, then blockdev-del until it succeeds (the device is gone and the image closed).
-# Needs MVMM_CTL (tools/mvmm-ctl) and MVMM_LOG (the VMM's console output).
+# Needs MVMM_CTL (tools/mvmm-ctl) and MVMM_LOG (the VMM's console output).  A cycle that takes longer than
+# HP_CYCLE_LIMIT seconds (default 60) ends the run with an HP-ERROR line that says which step it waited for.
 ctl() { "$MVMM_CTL" --socket "$HP_SOCKET" --wait 120 "$@"; }
 qmp() { "$MVMM_CTL" --qmp --socket "$HP_SOCKET" --wait 120 "$@"; }
 field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 now_ms() { read -r _up _ </proc/uptime; echo $((${_up%.*} * 1000 + 10 * 1${_up#*.} - 1000)); }
+# 0 while the VMM runs and the cycle has time left; else prints why and returns 1.
+alive() {
+	kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; return 1; }
+	[ "$(now_ms)" -lt "$deadline" ] ||
+		{ echo "HP-ERROR i=$i no $1 within ${HP_CYCLE_LIMIT:-60} s (the cycle's limit)"; return 1; }
+}
 heap_kib() { awk '/\[heap\]/ { heap = 1 } heap && /^Rss:/ { print $2; exit }' "/proc/$1/smaps"; }
 # The Rss of every mapping but the largest (guest RAM, which the guest's page cache fills as it likes).
 vmm_rss_kib() {
@@ -65,16 +72,17 @@ until grep -q "MVMM-MARK hotplug-start" "$MVMM_LOG"; do sleep 0.1; done
 i=${HP_FIRST:-0}
 while [ "$i" -lt "$HP_CYCLES" ]; do
 	start=$(now_ms)
+	deadline=$((start + ${HP_CYCLE_LIMIT:-60} * 1000))
 	retries=0
 	until add; do
-		kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; break 2; }
+		alive "successful add-disk" || break 2
 		transient || { echo "HP-ERROR i=$i the disk could not be added: $reply"; break 2; }
 		retries=$((retries + 1))
 		[ $retries -lt 500 ] || { echo "HP-ERROR i=$i the disk could not be added: $reply"; break 2; }
 		sleep 0.02
 	done
 	until grep -q "hotplug-ready [0-9.]* i=$i " "$MVMM_LOG"; do
-		kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; break 2; }
+		alive "hotplug-ready marker from the guest" || break 2
 		sleep 0.02
 	done
 	if [ "${HP_MODE:-eject}" != eject ]; then remove || echo "HP-ERROR i=$i removal refused"; fi
@@ -82,13 +90,14 @@ while [ "$i" -lt "$HP_CYCLES" ]; do
 		present
 		state=$?
 		[ $state -eq 0 ] || break
+		alive "release of the disk by the VMM" || break 2
 		sleep 0.02
 	done
 	[ $state -ne 2 ] || { echo "HP-ERROR i=$i query-disks failed: $disks"; break; }
 	end=$(now_ms)
 	# The guest's side of the cycle: it saw the slot powered off.
 	until grep -qE "hotplug-gone [0-9.]+ i=$i([^0-9]|$)" "$MVMM_LOG"; do
-		kill -0 "$pid" 2>/dev/null || { echo "HP-ERROR i=$i the VMM exited"; break 2; }
+		alive "hotplug-gone marker from the guest" || break 2
 		sleep 0.02
 	done
 	row="i=$i ms=$((end - start)) retries=$retries fds=$(ls /proc/"$pid"/fd | wc -l)"
