@@ -56,8 +56,9 @@ memory at the guest's io-done marker, trims (and the qcow2 caches); the summary 
 boots the test host runs the same two workloads itself on the first raw disk's file (through the page cache, as
 both VMMs read it): the host-side limit, and each variant's rates as a fraction of it.
 
---disk-delay-ms N: a slow disk, where a VMM that keeps one request in flight (mvmm's aio=sync) gets about 1000 / N
-IOPS whatever the guest's depth, and one that keeps the guest's 32 gets up to 32 times that. In the test host each
+--disk-delay-ms N: a slow disk, where a VMM that keeps one request in flight (mvmm's aio=sync) gets one request per
+device latency whatever the guest's depth, and one that keeps the guest's 32 gets up to 32 times that (in the TCG
+test host a request to a 10 ms dm-delay takes 17-21 ms: compare with the host-side limit). In the test host each
 raw --disks disk file goes behind a loop device and a device-mapper delay target (`dmsetup create bb-delayI
 --table "0 SECTORS delay /dev/loopX 0 N"`: every read and write held N ms; Debian's dmsetup is copied in, the test
 host loads loop and dm_delay), and both VMMs get /dev/mapper/bb-delayI with cache=none (O_DIRECT, so that the
