@@ -33,7 +33,7 @@ def matrix(args):
     combos = itertools.product(args.disks, args.disk_bus, args.disk_kind, args.memory, args.hugepages,
                                args.prealloc, args.cpus, args.disk_format)
     return [Machine(d, b, k, mem, None if hp == "none" else hp, pre, c, c if args.io else None, fmt,
-                    args.l2_cache_size if fmt == "qcow2" else None)
+                    args.l2_cache_size if fmt == "qcow2" else None, args.disk_delay_ms)
             for d, b, k, mem, hp, pre, c, fmt in combos]
 
 
@@ -74,6 +74,17 @@ def vmm_words(guest, machine, variant, qemu_firmware="seabios", report=None):
              ("--cache-alloc", variant.cache_alloc), ("--report", report))
     return mvmm_args(guest, machine, aio=variant.aio) + [w for option, value in modes if value
                                                           for w in (option, value)]
+
+
+def dmsetup_binary():
+    """dmsetup, which puts the disks behind dm-delay in the test host (Debian's dmsetup); refused where the runs
+    would make devices on this machine itself."""
+    found = shutil.which("dmsetup") or shutil.which("dmsetup", path="/usr/sbin:/sbin")
+    if direct_kvm_usable():
+        raise SetupError("--disk-delay-ms runs in the test host VM only (here it would make devices on this machine)")
+    if not found:
+        raise SetupError("--disk-delay-ms needs dmsetup (apt-get install dmsetup)")
+    return found
 
 
 def supports_report(binary):
@@ -142,10 +153,12 @@ def measure(args, guest, machines, kinds):
     qcow2 = [m for m in machines if m.format == "qcow2"]
     filler = guest_image("io_tool") if args.io or qcow2 else None
     qemu_img = [qemu_img_binary()] if qcow2 else []
+    dmsetup = [dmsetup_binary()] if args.disk_delay_ms else []
     config = HostConfig(mvmm=binaries.get("mvmm", binaries.get("mvmm-a")), peer_qemu=not args.no_qemu,
                         files=tuple(f for f in (guest.kernel, guest.initrd, filler) if f), cpus=args.host_cpus,
                         verbose=args.host_verbose, disk_images=tuple(guest.images),
-                        binaries=tuple(p for p in extra.values() if p != binaries.get("mvmm-a")) + tuple(qemu_img))
+                        binaries=tuple(p for p in extra.values() if p != binaries.get("mvmm-a"))
+                        + tuple(qemu_img + dmsetup))
     per_host = (args.rounds_per_host or args.warmup + args.reps) * len(machines) * len(kinds)
     hugepages = max((m.hugepages_needed() for m in machines if m.hugepages == "2M"), default=0)
     say(f"{len(plan)} boots ({len(machines)} configuration(s) x {', '.join(v.name for v in kinds)} x "
@@ -158,14 +171,14 @@ def measure(args, guest, machines, kinds):
                                                               default=0), binaries=extra,
                                hugepages=hugepages, memory_at=IO_DONE if args.io else None,
                                filled=(args.io_disk_mib, filler) if args.io else None, overlays=overlays,
-                               host_io_seconds=args.io_seconds if args.io else None)
+                               host_io_seconds=args.io_seconds if args.io else None, delay_ms=args.disk_delay_ms)
     record = lambda run: results.record(run, machines[placed[run.tag][0]].label(axes), placed[run.tag][1],
                                         expected(placed[run.tag][0]), not args.no_markers, args.io)
     records, notes, codes, console, host_io = in_test_hosts(config, args.run_timeout, runs, words, per_host, script,
                                                             record, progress)
     setup = {"reps": args.reps, "warmup": args.warmup, "guest": vars(guest) | {"images": list(guest.images)},
-             "io": {"seconds": args.io_seconds, "disk_mib": args.io_disk_mib, "filler": binary_id(Path(filler))}
-             if args.io else None,
+             "io": {"seconds": args.io_seconds, "disk_mib": args.io_disk_mib, "filler": binary_id(Path(filler)),
+                    "disk_delay_ms": args.disk_delay_ms} if args.io else None,
              "host_io": host_io,
              "qcow2": {"disk_mib": disk_mib, "cluster_bytes": args.cluster_size, "l2_cache_size": args.l2_cache_size,
                        "qemu_img": binary_id(Path(qemu_img[0]))} if qcow2 else None,

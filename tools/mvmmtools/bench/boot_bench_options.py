@@ -6,7 +6,7 @@ confidence intervals, plots, and a gate against a threshold.
   tools/boot-bench [--reps 5] [--disks 0,1,64] [--disk-bus rootport,root] [--memory 512M,1G]
                    [--hugepages none,2M] [--prealloc off,on] [--cpus 1,2] [--trim-policies off,batch,drain,adaptive]
                    [--request-allocs pool,malloc,calloc] [--io [--io-seconds 5] [--io-disk-mib 256]]
-                   [--aios io_uring,threads,sync]
+                   [--aios io_uring,threads,sync] [--disk-delay-ms N]
                    [--disk-format raw,qcow2 [--l2-cache-size 4M] [--cluster-size 64K] [--cache-allocs mapping,heap]]
                    [--mvmm PATH | --mvmm-a PATH --mvmm-b PATH] [--no-qemu] [--qemu-firmware seabios|qboot]
                    [--kernel FILE] [--initrd FILE] [--cmdline TEXT] [--disk-image FILE]... [--no-markers]
@@ -55,6 +55,15 @@ QEMU (its default aio=threads, and aio=io_uring too when --aios has io_uring). R
 memory at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant. Before the
 boots the test host runs the same two workloads itself on the first raw disk's file (through the page cache, as
 both VMMs read it): the host-side limit, and each variant's rates as a fraction of it.
+
+--disk-delay-ms N: a slow disk, where a VMM that keeps one request in flight (mvmm's aio=sync) gets one request per
+device latency whatever the guest's depth, and one that keeps the guest's 32 gets up to 32 times that (in the TCG
+test host a request to a 10 ms dm-delay takes 17-21 ms: compare with the host-side limit). In the test host each
+raw --disks disk file goes behind a loop device and a device-mapper delay target (`dmsetup create bb-delayI
+--table "0 SECTORS delay /dev/loopX 0 N"`: every read and write held N ms; Debian's dmsetup is copied in, the test
+host loads loop and dm_delay), and both VMMs get /dev/mapper/bb-delayI with cache=none (O_DIRECT, so that the
+host's page cache does not answer reads the device already served); the host-side limit reads that device with
+O_DIRECT. Raw disks only (not --disk-format qcow2); not where the runs happen on this machine directly.
 
 --disk-format qcow2: the --disks disks are qcow2 overlays (`qemu-img create -f qcow2 -b base.qcow2 -F qcow2`),
 made in the test host, of one qcow2 base of --io-disk-mib MiB (without --io: 64 MiB) with --cluster-size clusters,
@@ -137,6 +146,16 @@ def check_qcow2(ap, args):
     args.cluster_size = cluster
 
 
+def check_disk_delay(ap, args):
+    """--disk-delay-ms: raw disks only (bb_delay puts raw disk files behind dm-delay), at least one."""
+    if args.disk_delay_ms is None:
+        return
+    if args.disk_format != ["raw"]:
+        ap.error("--disk-delay-ms needs --disk-format raw: qcow2 overlays are files, not put behind dm-delay")
+    if not 1 <= args.disk_delay_ms <= 10000 or 0 in args.disks:
+        ap.error("--disk-delay-ms takes 1..10000 ms and --disks 1 or more")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="boot-bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -177,6 +196,9 @@ def parse_args(argv):
                    help=f"qcow2: the base's cluster size, 512 to 2M (default {QCOW2_CLUSTER_SIZE})")
     m.add_argument("--cache-allocs", type=listed(str, CACHE_ALLOCS), metavar="M,M",
                    help="qcow2: every mvmm build once per --cache-alloc mode (default: mvmm's)")
+    m.add_argument("--disk-delay-ms", type=int, metavar="N",
+                   help="raw disks: each --disks disk behind a loop device and a dm-delay target holding every read "
+                        "and write N ms, given to both VMMs with cache=none (a slow disk; see --io above)")
     m.add_argument("--aios", type=listed(str, AIO_MODES), metavar="M,M,...",
                    help="virtio-blk: every mvmm build once per aio= mode of its --disks disks (default: mvmm's, "
                         "io_uring where the kernel has it); QEMU also with aio=io_uring when io_uring is one")
@@ -213,8 +235,8 @@ def parse_args(argv):
                         "policy (default all four) and QEMU; cycle time, heap and RSS, fds, trims and trim time")
     args = ap.parse_args(argv)
     if args.hotplug_cycles is not None:
-        if args.hotplug_cycles < 1:
-            ap.error("--hotplug-cycles must be at least 1")
+        if args.hotplug_cycles < 1 or args.disk_delay_ms is not None:
+            ap.error("--hotplug-cycles must be at least 1 and takes no --disk-delay-ms")
         return args
     args.disks = args.disks or [1 if args.io else 0]
     args.trim_policies = args.trim_policies or (IO_POLICIES if args.io else [None])
@@ -225,6 +247,7 @@ def parse_args(argv):
     if args.scsi is not None:
         args.disks, args.disk_kind = [args.scsi], ["scsi"]
     check_qcow2(ap, args)
+    check_disk_delay(ap, args)
     args.cache_allocs = args.cache_allocs or [None]
     if args.aios and "scsi" in args.disk_kind:
         ap.error("--aios is for virtio-blk disks (a SCSI LUN has no aio=)")

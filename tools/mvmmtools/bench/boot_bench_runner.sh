@@ -23,12 +23,15 @@
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
 #   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
 #   BOOTBENCH-HOSTIO <mvmm-io's line>            bb_host_io: the guest's reads of the first disk, done by the test
-#                                                host itself on its file (the host-side limit of boot-bench --io)
+#                                                host itself on its file or delayed device (the host-side limit
+#                                                of boot-bench --io)
 #   BOOTBENCH-ERROR <text>                       the runner itself failed (no disk images, ...)
 
 BB_DIR=/tmp/boot-bench
 # Where the VMM's /proc/<pid> is read (a test points it at a recorded smaps).
 BB_PROC=${BB_PROC:-/proc}
+# Where dmsetup's devices appear (a test points it at a folder of its own).
+BB_MAPPER=${BB_MAPPER:-/dev/mapper}
 # The guest's line at which the VMM's memory is read (boot-bench --io: the io-bench script's io-done marker, after
 # which the guest idles a moment; at the poweroff marker a VMM that exits fast may have unmapped guest RAM already).
 BB_MEM_AT=${BB_MEM_AT:-MVMM-MARK poweroff}
@@ -53,13 +56,36 @@ bb_disks() {
 	done
 }
 
-# bb_host_io FILLER SECONDS: the guest's two workloads (4 KiB random reads, 64 KiB sequential ones, depth 32) run
-# by the test host itself on the first disk's file, through the page cache as both VMMs read it (its RAM file
-# system takes no O_DIRECT): what the same reads of the same file cost outside any guest.
+# bb_delay N MS: puts each of the N disks of bb_disks behind a loop device and a device-mapper delay target,
+# /dev/mapper/bb-delay0 ..., that holds every read and write MS ms (a slow disk; the VMMs get these devices).
+# Without udev, dmsetup makes only /dev/dm-N (devtmpfs); mknodes adds the /dev/mapper name.
+bb_delay() {
+	_i=0
+	while [ "$_i" -lt "$1" ]; do
+		_disk=$BB_DIR/disk$_i.img
+		{
+			_loop=$(losetup -f) && losetup "$_loop" "$_disk" &&
+				dmsetup create "bb-delay$_i" --table "0 $(blockdev --getsz "$_loop") delay $_loop 0 $2" &&
+				dmsetup mknodes "bb-delay$_i" && [ -e "$BB_MAPPER/bb-delay$_i" ]
+		} || {
+			echo "BOOTBENCH-ERROR cannot put $_disk behind dm-delay"
+			return 1
+		}
+		_i=$((_i + 1))
+	done
+}
+
+# bb_host_io FILLER SECONDS [DEVICE]: the guest's two workloads (4 KiB random reads, 64 KiB sequential ones, depth
+# 32) run by the test host itself on the first disk's file, through the page cache as both VMMs read it (its RAM
+# file system takes no O_DIRECT), or on DEVICE (the first disk behind dm-delay) with O_DIRECT as both VMMs read that
+# (cache=none): what the same reads of the same disk cost outside any guest.
 bb_host_io() {
+	_mode=buffered
+	[ -z "${3:-}" ] || _mode=
 	for _w in "randread 4096" "seqread 65536"; do
-		# shellcheck disable=SC2086 # the workload and its block size are two words
-		_line=$("$1" read "$BB_DIR/disk0.img" $_w 32 "$2" buffered) || echo "BOOTBENCH-ERROR host-side $_w failed"
+		# shellcheck disable=SC2086 # the workload and its block size are two words; no mode: O_DIRECT
+		_line=$("$1" read "${3:-$BB_DIR/disk0.img}" $_w 32 "$2" $_mode) ||
+			echo "BOOTBENCH-ERROR host-side $_w failed"
 		echo "BOOTBENCH-HOSTIO $_line"
 	done
 }

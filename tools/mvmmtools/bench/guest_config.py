@@ -50,6 +50,7 @@ class Machine:
     queues: int = None  # request queues per virtio-blk disk, the same for every VMM (None: each VMM's default)
     format: str = "raw"  # of the --disks disks: "raw" or "qcow2" (overlays of one base)
     l2_cache_size: str = None  # qcow2: l2-cache-size= for every VMM (None: each VMM's default)
+    delay_ms: int = None  # raw disks behind dm-delay holding each request this long (bb_delay; None: the files)
 
     def label(self, axes=None):
         """A short name from the axes that vary across the matrix (all of them when axes is None)."""
@@ -79,7 +80,20 @@ def varying_axes(machines):
 
 def disk_path(machine, i, disk_dir=DISK_DIR):
     """The i-th of the machine's --disks disks where the VMM runs."""
+    if machine.delay_ms:
+        return delayed_disk(i)
     return f"{disk_dir}/" + (f"overlay{i}.qcow2" if machine.format == "qcow2" else f"disk{i}.img")
+
+
+def delayed_disk(i):
+    """The device bb_delay puts the i-th raw disk behind."""
+    return f"/dev/mapper/bb-delay{i}"
+
+
+def cache_option(machine):
+    """',cache=none' for delayed disks, the same key for mvmm and QEMU: O_DIRECT, so that every read reaches the
+    slow device (the host's page cache would answer repeated ones from RAM); '' for the VMM's default."""
+    return ",cache=none" if machine.delay_ms else ""
 
 
 def qcow2_options(machine):
@@ -107,8 +121,8 @@ def mvmm_args(guest, machine, disk_dir=DISK_DIR, aio=None):
         words += ["--scsi-controller", f"id=c0{bus}", "--empty-root-ports", str(scsi_empty_ports(machine.bus))]
         bus, lun = "", ",controller=c0"
     words += [w for i in range(machine.disks)
-              for w in ("--disk", f"path={disk_path(machine, i, disk_dir)}{qcow2_options(machine)}{aio_option(aio)}"
-                                  f"{bus}{lun}")]
+              for w in ("--disk", f"path={disk_path(machine, i, disk_dir)}{qcow2_options(machine)}"
+                                  f"{cache_option(machine)}{aio_option(aio)}{bus}{lun}")]
     words += [w for image in guest.images for w in ("--disk", f"path={image},readonly=on{lun}")]
     return words
 
@@ -173,7 +187,7 @@ def qemu_args(guest, machine, firmware="seabios", disk_dir=DISK_DIR, aio=None):
     words += ["-smp", str(machine.cpus), "-nic", "none", "-kernel", guest.kernel]
     words += (["-initrd", guest.initrd] if guest.initrd else []) + ["-append", guest.cmdline]
     drives = [f"file={disk_path(machine, i, disk_dir)}" + (qcow2_options(machine) or ",format=raw") +
-              aio_option(aio) for i in range(machine.disks)]
+              cache_option(machine) + aio_option(aio) for i in range(machine.disks)]
     drives += [f"file={image},format=raw,readonly=on" for image in guest.images]
     if machine.kind == "scsi":
         return words + qemu_scsi_options(drives, machine.bus)

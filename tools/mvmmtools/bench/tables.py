@@ -72,9 +72,10 @@ def io_tables(config, variants, reps):
                        "caches resident", "caches allocated"], rows(memory))]
 
 
-def host_limit_lines(host_io, summary):
-    """The host-side limit (bb_host_io: the guest's reads of the first disk's file, done by the test host itself;
-    medians over the test host boots) and each variant's in-guest rate as a fraction of it."""
+def host_limit_lines(host_io, summary, delay_ms=None):
+    """The host-side limit (bb_host_io: the guest's reads of the first disk's file, or of its device behind a
+    delay_ms dm-delay, done by the test host itself; medians over the test host boots) and each variant's in-guest
+    rate as a fraction of it."""
     limit = {}
     for workload, key in (("randread", "iops"), ("seqread", "mib_s")):
         values = [h[key] for h in host_io if h.get("workload") == workload and isinstance(h.get(key), (int, float))]
@@ -82,8 +83,9 @@ def host_limit_lines(host_io, summary):
             limit[f"{workload}_{key}"] = statistics.median(values)
     if not limit:
         return []
-    out = ["", "host-side limit: the same reads of the first disk's file by the test host itself, outside any guest "
-               "(page cache, native AIO, depth 32): " +
+    what = f"delayed device ({delay_ms} ms dm-delay; O_DIRECT" if delay_ms else "file (page cache"
+    out = ["", f"host-side limit: the same reads of the first disk's {what}, native AIO, depth 32) by the test host "
+               "itself, outside any guest: " +
            ", ".join(f"{LABELS.get(k, k)} {v:.0f}" for k, v in limit.items())]
     for config, variants in summary.items():
         rows = [[v] + [cell({s: m[k][s] / limit[k] for s in ("median", "min", "max")} if k in m else None)
@@ -138,14 +140,16 @@ def report(doc):
     if io:
         out.append(f"I/O: {io['disk_mib']} MiB disks in the test host's RAM, each workload {io['seconds']} s in the "
                    "guest (O_DIRECT, native AIO; random reads over every disk, 32 / disks in flight per disk, "
-                   "sequential ones of the first at depth 32)")
+                   "sequential ones of the first at depth 32)" +
+                   (f"; every disk behind a {io['disk_delay_ms']} ms dm-delay target, both VMMs with cache=none"
+                    if io.get("disk_delay_ms") else ""))
     qcow2 = config.get("qcow2")
     if qcow2:
         out.append(f"qcow2: empty overlays of one {qcow2['disk_mib']} MiB base, {qcow2['cluster_bytes']} B clusters "
                    f"all allocated, l2-cache-size {qcow2['l2_cache_size'] or 'default'}")
     for name, variants in summary.items():
         out += (io_tables if io else config_tables)(name, variants, config["reps"])
-    out += host_limit_lines(config.get("host_io") or [], summary)
+    out += host_limit_lines(config.get("host_io") or [], summary, (io or {}).get("disk_delay_ms"))
     if doc["ratios"]:
         meaning = "IOPS, MiB/s: > 1 subject faster; memory: < 1 subject smaller" if io else \
             "< 1: subject faster or smaller"
