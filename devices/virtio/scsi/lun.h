@@ -4,6 +4,7 @@
 // LunIdentity alone (responses.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <system_error>
 
 #include "devices/block/disk_image.h"
+#include "devices/block/io_queue.h"
 #include "devices/virtio/block_size.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
@@ -21,6 +23,10 @@
 #include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
+
+// Whether `command` runs as image operations through a request queue's IoQueue (the rest
+// run at once, on the queue's context).
+bool runs_on_io_queue(const Command& command);
 
 // What a command did: GOOD or CHECK CONDITION with sense, and how many bytes it moved.
 struct Outcome {
@@ -55,6 +61,19 @@ class Lun {
     Outcome verify(const Verify& command, const GuestBuffers& data_out);
     Outcome mode_select(const ModeSelect& command, const GuestBuffers& parameter_list);
 
+    // The request queues' way to the image: READ, WRITE and SYNCHRONIZE CACHE run as image
+    // operations through an IoQueue of request queue `queue` (made on its first use, on that
+    // queue's context, which alone uses it; `completions` is its eventfd and must outlive the
+    // LUN's use of it).  Throws std::system_error when the host refuses the backend.
+    block::IoQueue& io_queue(uint16_t queue, uint32_t depth, const EventFd& completions);
+    // The `index`-th image operation of `command` (one that runs_on_io_queue()), nullopt past
+    // the last: a read; a write, then a flush with FUA or `write_cache` off; a flush.
+    std::optional<block::IoOp> io_operation(const Command& command, bool write_cache,
+                                            const GuestBuffers& data_out,
+                                            const GuestBuffers& data_in, size_t index) const;
+    // An operation of a command failed: the sense a real target reports (the first error logged).
+    Outcome io_failed(block::IoOp::Kind kind, const std::error_code& error);
+
     // SAM-5 unit attention conditions, reported once each to the next command that is not
     // INQUIRY, REPORT LUNS or REQUEST SENSE (or by REQUEST SENSE): the most important first.
     std::optional<Sense> take_unit_attention();
@@ -85,6 +104,9 @@ class Lun {
     std::atomic<uint8_t> attention_{kPowerOnOrReset};
     LunIdentity identity_;
     std::atomic<bool> io_error_logged_{false};
+    const block::AioMode aio_;
+    // Per request queue, made on its first command here; gone before the image.
+    std::array<std::unique_ptr<block::IoQueue>, kMaxRequestQueues> io_queues_;
 };
 
 }  // namespace mvmm::devices::virtio::scsi
