@@ -42,6 +42,13 @@ CommandQueue::CommandQueue(uint16_t queue, uint16_t depth, const TargetTable& ta
 void CommandQueue::activate(const Layout& layout) {
     layout_ = layout;
     order_.restart();
+    // The LUNs present open their IoQueue of this queue now, off the I/O threads (a LUN added
+    // later does on its first command here).
+    for (const auto& target : *targets_.load()) {
+        if (!target) continue;
+        for (const uint16_t lun : target->lun_numbers())
+            target->find(lun)->io_queue(queue_, depth_, completions_);
+    }
 }
 
 size_t CommandQueue::state_bytes(uint16_t) const {

@@ -38,7 +38,9 @@ class CommandQueue final : public AsyncRequestHandler {
     CommandQueue(uint16_t queue, uint16_t depth, const TargetTable& targets, TaskSet& tasks,
                  ScsiCounters& counters);
 
-    // At activation, while no worker runs: the driver's layout; positions start again at 0.
+    // At activation, while no worker runs: the driver's layout; positions start again at 0;
+    // the LUNs present open their IoQueue of this queue.  Throws std::system_error when the
+    // host refuses one (a ring, a thread).
     void activate(const Layout& layout);
 
     size_t state_bytes(uint16_t queue_size) const override;

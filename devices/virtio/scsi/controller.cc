@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -198,7 +199,12 @@ void ScsiController::write_config(uint64_t offset, std::span<const uint8_t> data
 bool ScsiController::activate(ActivateContext context) {
     stop_queues();
     const Layout layout{.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
-    for (auto& commands : commands_) commands->activate(layout);
+    try {
+        for (auto& commands : commands_) commands->activate(layout);
+    } catch (const std::system_error& e) {
+        spdlog::error("virtio-scsi: cannot set up the LUNs' I/O queues: {}", e.what());
+        return false;
+    }
     const auto request_rings =
         std::span(context.queues)
             .subspan(std::min<size_t>(context.queues.size(), kFirstRequestQueue));

@@ -53,8 +53,8 @@ Outcome Lun::failed(std::string_view what, const std::error_code& error, const S
     return Outcome::check(sense);
 }
 
-Outcome Lun::written(uint64_t transferred, bool fua) {
-    if (fua || !write_cache_.load()) {
+Outcome Lun::written(uint64_t transferred) {
+    if (!write_cache_.load()) {
         if (auto flushed = image_->flush(); !flushed)
             return failed("flush", flushed.error(), sense::kWriteError);
     }
@@ -97,6 +97,20 @@ std::optional<block::IoOp> Lun::io_operation(const Command& command, bool write_
     return operations[index];
 }
 
+Outcome Lun::run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
+                            const GuestBuffers& data_in) {
+    for (size_t index = 0;; ++index) {
+        const auto op = io_operation(command, write_cache, data_out, data_in, index);
+        if (!op) return Outcome::good(command.transfer_bytes);
+        const block::IoStep step{.kind = op->kind,
+                                 .offset = op->offset,
+                                 .length = op->buffers.size(),
+                                 .buffers = op->buffers};
+        if (const int64_t result = block::run_step(*image_, step); result < 0)
+            return io_failed(op->kind, std::error_code(int(-result), std::generic_category()));
+    }
+}
+
 Outcome Lun::io_failed(block::IoOp::Kind kind, const std::error_code& error) {
     switch (kind) {
         case block::IoOp::Kind::Read:
@@ -106,20 +120,6 @@ Outcome Lun::io_failed(block::IoOp::Kind kind, const std::error_code& error) {
         default:
             return failed("flush", error, sense::kWriteError);
     }
-}
-
-Outcome Lun::read(const Read& command, const GuestBuffers& data_in) {
-    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_->read(command.lba * sizes_.logical, data_in.slice(0, bytes));
-    if (!done) return failed("read", done.error(), sense::kReadError);
-    return Outcome::good(bytes);
-}
-
-Outcome Lun::write(const Write& command, const GuestBuffers& data_out) {
-    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_->write(command.lba * sizes_.logical, data_out.slice(0, bytes));
-    if (!done) return failed("write", done.error(), write_sense(done.error()));
-    return written(bytes, command.fua);
 }
 
 Outcome Lun::synchronize_cache() {
@@ -150,12 +150,12 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
     if (std::ranges::all_of(block, [](uint8_t b) { return b == 0; })) {
         auto done = image_->write_zeroes(offset, bytes, command.unmap);
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
-        return written(sent, false);
+        return written(sent);
     }
     // Another pattern: the host's copy of the block, in every piece of each vectored write.
     auto done = image_->write_repeated(offset, bytes, GuestBuffers::Part(block));
     if (!done) return failed("write same", done.error(), write_sense(done.error()));
-    return written(sent, false);
+    return written(sent);
 }
 
 Outcome Lun::verify(const Verify& command, const GuestBuffers& data_out) {

@@ -53,8 +53,6 @@ class Lun {
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
-    Outcome read(const Read& command, const GuestBuffers& data_in);
-    Outcome write(const Write& command, const GuestBuffers& data_out);
     Outcome synchronize_cache();  // fdatasync
     Outcome unmap(const GuestBuffers& parameter_list);
     Outcome write_same(const WriteSame& command, const GuestBuffers& data_out);
@@ -71,6 +69,9 @@ class Lun {
     std::optional<block::IoOp> io_operation(const Command& command, bool write_cache,
                                             const GuestBuffers& data_out,
                                             const GuestBuffers& data_in, size_t index) const;
+    // The same operations run one after another on this thread (Target::run, off the queues).
+    Outcome run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
+                           const GuestBuffers& data_in);
     // An operation of a command failed: the sense a real target reports (the first error logged).
     Outcome io_failed(block::IoOp::Kind kind, const std::error_code& error);
 
@@ -90,9 +91,9 @@ class Lun {
   private:
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
-    // A write completed: with FUA or the write cache off, it is made stable before it
-    // completes, as virtio-blk's write-through.
-    Outcome written(uint64_t transferred, bool fua);
+    // WRITE SAME completed: with the write cache off, it is made stable before it completes,
+    // as virtio-blk's write-through.
+    Outcome written(uint64_t transferred);
 
     enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2, kLunsChanged = 4 };
 

@@ -66,9 +66,10 @@ class Runner {
         return answer(request.well_known_only ? std::span<const uint8_t>(kNone)
                                               : target_.report_luns());
     }
-    Outcome operator()(const Read& request) const { return lun_->read(request, in_); }
-    Outcome operator()(const Write& request) const { return lun_->write(request, out_); }
-    Outcome operator()(const SynchronizeCache&) const { return lun_->synchronize_cache(); }
+    // What a request queue runs through its IoQueue, here one operation after another.
+    Outcome operator()(const Read&) const { return operations(); }
+    Outcome operator()(const Write&) const { return operations(); }
+    Outcome operator()(const SynchronizeCache&) const { return operations(); }
     Outcome operator()(const Unmap&) const {
         if (command_.transfer_bytes == 0) return Outcome::good();  // no list, nothing to do
         return lun_->unmap(out_.slice(0, command_.transfer_bytes));
@@ -86,6 +87,9 @@ class Runner {
     }
 
   private:
+    Outcome operations() const {
+        return lun_->run_operations(command_, info_.write_cache, out_, in_);
+    }
     // What the target answers itself, cut to the allocation length.
     Outcome answer(std::span<const uint8_t> data) const {
         const auto bytes = data.first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
