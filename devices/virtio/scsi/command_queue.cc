@@ -66,7 +66,14 @@ void CommandQueue::start(InFlight& request) {
         return finish(pending, write_failure(request.chain()));
     }
     pending.framed = std::move(framed).value();
-    run(pending);
+    try {
+        run(pending);
+    } catch (...) {
+        // Not started after all (the worker stops the queue): its slot goes, so its task too.
+        order_.end(pending);
+        std::destroy_at(&pending);
+        throw;
+    }
 }
 
 // Addresses, admits and checks the framed command, then runs it or starts its operations.
