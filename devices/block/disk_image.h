@@ -12,6 +12,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "base/fd.h"
 #include "base/result.h"
 #include "base/user_error.h"
 #include "devices/block/cache_stats.h"
@@ -74,14 +75,17 @@ class DiskImage {
 
     // A queue for `depth` operations in flight at once, used by one context at a time (a
     // virtqueue's).  io_uring where the image maps guest offsets straight to its file (raw),
-    // else the thread pool; threads and sync for any image.  Throws std::system_error when the
-    // host refuses a ring or a thread.
-    std::unique_ptr<IoQueue> open_queue(AioMode mode, uint32_t depth);
+    // else the thread pool; threads and sync for any image.  `completions`: the eventfd its
+    // completion_fd() is, shared by queues one context polls together (virtio-scsi's LUNs of a
+    // request queue; it must outlive the queue), else one of its own.  Throws
+    // std::system_error when the host refuses a ring or a thread.
+    std::unique_ptr<IoQueue> open_queue(AioMode mode, uint32_t depth,
+                                        const EventFd* completions = nullptr);
 
   protected:
     // The io_uring backend; the default, for images whose offsets need translating (qcow2's
     // metadata work is synchronous), is the thread pool.
-    virtual std::unique_ptr<IoQueue> open_uring_queue(uint32_t depth);
+    virtual std::unique_ptr<IoQueue> open_uring_queue(uint32_t depth, const EventFd* completions);
 };
 
 // Opens `path` as `options.format` says (Auto: qcow2 when its header says so, else raw) and

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "devices/block/disk_image.h"
@@ -29,6 +30,9 @@ std::string_view to_string(AioMode mode);
 bool io_uring_supported();
 // io_uring where the kernel has it, else threads.
 AioMode default_aio_mode();
+// aio= as given for the image at `path`, else default_aio_mode(); throws ImageError for
+// io_uring on a kernel that refuses it.
+AioMode checked_aio_mode(std::optional<AioMode> aio, const std::string& path);
 
 struct IoOp {
     enum class Kind : uint8_t { Read, Write, Flush, Discard, WriteZeroes };

@@ -54,7 +54,7 @@ class RawImage final : public DiskImage {
     bool flush_failed() const noexcept { return flush_failed_.load(); }
 
   protected:
-    std::unique_ptr<IoQueue> open_uring_queue(uint32_t depth) override;
+    std::unique_ptr<IoQueue> open_uring_queue(uint32_t depth, const EventFd* completions) override;
 
   private:
     std::string path_;

@@ -1,5 +1,6 @@
 #include "devices/block/thread_pool.h"
 
+#include <optional>
 #include <utility>
 
 namespace mvmm::devices::block {
@@ -7,7 +8,11 @@ namespace {
 
 class PoolQueue final : public IoQueue {
   public:
-    PoolQueue(DiskImage& image, uint32_t depth) : IoQueue(image, depth), offload_(image, done_) {}
+    PoolQueue(DiskImage& image, uint32_t depth, const EventFd* completions)
+        : IoQueue(image, depth),
+          own_(completions ? std::nullopt : std::make_optional<EventFd>()),
+          done_(completions ? *completions : *own_),
+          offload_(image, done_) {}
     int completion_fd() const noexcept override { return done_.get(); }
 
   private:
@@ -16,7 +21,8 @@ class PoolQueue final : public IoQueue {
         offload_.collect([this](IoRequest& request) { finished(request, request.flight.result); });
     }
 
-    EventFd done_;
+    std::optional<EventFd> own_;
+    const EventFd& done_;
     Offload offload_;
 };
 
@@ -121,8 +127,9 @@ void Offload::run_job(PoolJob& job) {
     }
 }
 
-std::unique_ptr<IoQueue> open_pool_queue(DiskImage& image, uint32_t depth) {
-    return std::make_unique<PoolQueue>(image, depth);
+std::unique_ptr<IoQueue> open_pool_queue(DiskImage& image, uint32_t depth,
+                                         const EventFd* completions) {
+    return std::make_unique<PoolQueue>(image, depth, completions);
 }
 
 }  // namespace mvmm::devices::block

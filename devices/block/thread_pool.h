@@ -87,7 +87,8 @@ class Offload {
     IoRequest* tail_ = nullptr;
 };
 
-// The threads backend, for any image.
-std::unique_ptr<IoQueue> open_pool_queue(DiskImage& image, uint32_t depth);
+// The threads backend, for any image; `completions` as for DiskImage::open_queue.
+std::unique_ptr<IoQueue> open_pool_queue(DiskImage& image, uint32_t depth,
+                                         const EventFd* completions = nullptr);
 
 }  // namespace mvmm::devices::block

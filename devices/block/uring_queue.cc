@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -27,9 +28,11 @@ unsigned ring_entries(uint32_t depth) {
 
 class UringQueue final : public IoQueue {
   public:
-    UringQueue(RawImage& image, uint32_t depth)
+    UringQueue(RawImage& image, uint32_t depth, const EventFd* completions)
         : IoQueue(image, depth),
           raw_(image),
+          own_(completions ? std::nullopt : std::make_optional<EventFd>()),
+          done_(completions ? *completions : *own_),
           iovecs_(sizeof(iovec) * depth, depth),
           fallback_(image, done_) {
         if (int error = io_uring_queue_init(ring_entries(depth), &ring_, 0); error < 0)
@@ -52,7 +55,8 @@ class UringQueue final : public IoQueue {
 
     RawImage& raw_;
     io_uring ring_{};
-    EventFd done_;
+    std::optional<EventFd> own_;
+    const EventFd& done_;
     SlotPool iovecs_;   // one step's iovecs per operation in flight
     Offload fallback_;  // write-zeroes where the filesystem cannot zero (writes zeroes)
 };
@@ -173,8 +177,8 @@ bool io_uring_supported() {
     return supported;
 }
 
-std::unique_ptr<IoQueue> RawImage::open_uring_queue(uint32_t depth) {
-    return std::make_unique<UringQueue>(*this, depth);
+std::unique_ptr<IoQueue> RawImage::open_uring_queue(uint32_t depth, const EventFd* completions) {
+    return std::make_unique<UringQueue>(*this, depth, completions);
 }
 
 }  // namespace mvmm::devices::block

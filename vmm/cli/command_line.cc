@@ -46,7 +46,8 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
                    "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; raw "
                    "images)][,aio=io_uring|threads|sync (default: io_uring where the kernel has "
                    "it)], or a LUN of a SCSI controller: "
-                   "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]; both "
+                   "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]"
+                   "[,cache=writeback|none][,aio=io_uring|threads|sync]; both "
                    "take [,format=raw|qcow2][,logical-block-size=512|4096][,physical-block-size=N]"
                    " and, for qcow2 images, [,l2-cache-size=SIZE][,refcount-cache-size=SIZE]"
                    "[,cache-clean-interval=SEC] (QEMU's; a bare SIZE is bytes); repeatable");

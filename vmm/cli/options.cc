@@ -76,9 +76,8 @@ devices::block::ImageOptions image_options(const OptionParser& parser) {
     return options;
 }
 
-// cache=writeback|none: O_DIRECT is for raw images on virtio-blk, whose queues bounce the
-// buffers it cannot take (a SCSI LUN's I/O goes through the page cache; open_disk_image
-// refuses qcow2 images with it).
+// cache=writeback|none: O_DIRECT is for raw images, whose queues (virtio-blk's, a SCSI
+// LUN's) bounce the buffers it cannot take (open_disk_image refuses qcow2 images with it).
 devices::block::CacheMode cache_mode(const OptionParser& parser) {
     using devices::block::CacheMode;
     return parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},
@@ -160,11 +159,11 @@ void add_lun(const OptionParser& parser, std::vector<ScsiControllerOption>& cont
     for (const char* key : {"queues", "queue-size", "bus"})
         if (parser.has(key))
             parser.fail(key, "a LUN has its controller's; give it to --scsi-controller");
-    for (const char* key : {"aio", "cache"})
-        if (parser.has(key)) parser.fail(key, "for virtio-blk disks only; a SCSI LUN has neither");
     scsi::LunConfig lun;
     lun.path = parser.required("path");
     lun.image = image_options(parser);
+    lun.image.cache = cache_mode(parser);
+    lun.aio = aio_mode(parser);
     lun.read_only = parser.toggle("readonly", false);
     lun.serial =
         serial(parser, scsi::kMaxSerialBytes)

@@ -232,6 +232,21 @@ TEST(ScsiDiskOption, GoesToItsControllerWithEveryKey) {
     EXPECT_EQ(lun.serial, "S-1");
 }
 
+// aio= and cache= as a virtio-blk disk takes them: unset, io_uring where the kernel has it.
+TEST(ScsiDiskOption, TakesAioAndCacheModes) {
+    using devices::block::AioMode;
+    using devices::block::CacheMode;
+    const auto options = scsi_disks({"path=a,controller=c0", "path=b,controller=c0,aio=threads",
+                                     "path=c,controller=c0,aio=sync,cache=none"});
+    const auto& luns = options.scsi[0].controller.luns;
+    ASSERT_EQ(luns.size(), 3u);
+    EXPECT_EQ(luns[0].aio, std::nullopt);
+    EXPECT_EQ(luns[0].image.cache, CacheMode::Writeback);
+    EXPECT_EQ(luns[1].aio, AioMode::Threads);
+    EXPECT_EQ(luns[2].aio, AioMode::Sync);
+    EXPECT_EQ(luns[2].image.cache, CacheMode::None);
+}
+
 TEST(ScsiDiskOption, TakesTheLowestFreeLunAndTheFileNameAsSerial) {
     const auto options =
         scsi_disks({"path=d/a.img,controller=c0,lun=1", "path=d/b.img,controller=c0",
@@ -288,8 +303,8 @@ TEST(ScsiDiskOption, RejectsWhatWouldCollideOrNotFit) {
         {{"path=a,controller=c0,queues=2"}, "queues=2: a LUN has its controller's"},
         {{"path=a,controller=c0,queue-size=64"}, "queue-size=64: a LUN has its controller's"},
         {{"path=a,controller=c0,bus=root"}, "bus=root: a LUN has its controller's"},
-        {{"path=a,controller=c0,aio=threads"}, "aio=threads: for virtio-blk disks only"},
-        {{"path=a,controller=c0,cache=none"}, "cache=none: for virtio-blk disks only"},
+        {{"path=a,controller=c0,aio=native"}, "aio=native: expected one of io_uring, threads"},
+        {{"path=a,controller=c0,cache=off"}, "cache=off: expected one of writeback, none"},
         {{"controller=c0"}, "path= is required"},
     };
     for (const auto& [disks, message] : cases) {

@@ -99,16 +99,6 @@ BlockSizes checked_sizes(const DiskConfig& config) {
     return checked_block_sizes(config.logical_block_size, config.physical_block_size);
 }
 
-// aio= as given, else io_uring where this kernel has it.
-block::AioMode checked_aio(std::optional<block::AioMode> aio, const std::string& path) {
-    if (!aio) return block::default_aio_mode();
-    if (*aio == block::AioMode::IoUring && !block::io_uring_supported())
-        throw block::ImageError("disk image " + path +
-                                ": aio=io_uring: this kernel does not allow io_uring; use "
-                                "aio=threads");
-    return *aio;
-}
-
 }  // namespace
 
 BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
@@ -122,7 +112,7 @@ BlkDevice::BlkDevice(const DiskConfig& config, boost::asio::io_context& io)
             .max_write_zeroes_sectors = kMaxWriteZeroesSectors,
             .max_write_zeroes_segments = kMaxWriteZeroesSegments},
       capacity_sectors_(info_.capacity_sectors),
-      aio_(checked_aio(config.aio, config.path)),
+      aio_(block::checked_aio_mode(config.aio, config.path)),
       disk_{*image_, serial_, info_, capacity_sectors_, counters_},
       features_(offered_features(config)),
       num_queues_(checked_queues(config.queues)),

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,10 @@ struct LunConfig {
     bool read_only = false;
     std::string serial;  // printable ASCII, 1 to kMaxSerialBytes: the LUN's names come from it
     uint8_t target = 0;
-    uint32_t logical_block_size = 512;  // 512 or 4096; the image size is a multiple of it
-    uint32_t physical_block_size = 0;   // 0: the logical size; else a power of two >= it
-    block::ImageOptions image{};        // format=
+    uint32_t logical_block_size = 512;    // 512 or 4096; the image size is a multiple of it
+    uint32_t physical_block_size = 0;     // 0: the logical size; else a power of two >= it
+    block::ImageOptions image{};          // format=, cache=
+    std::optional<block::AioMode> aio{};  // unset: io_uring where the kernel has it
 };
 
 struct ControllerConfig {

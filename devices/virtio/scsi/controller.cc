@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 
 namespace mvmm::devices::virtio::scsi {
 namespace {
@@ -21,13 +22,6 @@ uint16_t checked_queues(uint16_t queues) {
         throw std::invalid_argument("virtio-scsi: queues must be 1 to " +
                                     std::to_string(kMaxRequestQueues));
     return queues;
-}
-
-// The part of the buffers the command did not move.
-uint32_t residual(const CommandRequest& request, uint64_t transferred) {
-    const uint64_t size =
-        request.data_in.empty() ? request.data_out.size() : request.data_in.size();
-    return static_cast<uint32_t>(size - std::min(size, transferred));  // chains are < 4 GiB
 }
 
 // The highest target of the LUNs given, or of the targets reserved for LUNs added later.
@@ -53,56 +47,6 @@ Targets make_targets(const std::vector<LunConfig>& luns) {
 
 }  // namespace
 
-uint32_t ScsiController::Commands::handle(const DescriptorChain& chain) {
-    const uint32_t written = run(chain);
-    tasks_.handled(queue_);  // after the response, before the worker pushes the used entry
-    return written;
-}
-
-uint32_t ScsiController::Commands::run(const DescriptorChain& chain) {
-    auto request = parse_command(chain, layout);
-    if (!request) {
-        ++counters_.bad_requests;
-        spdlog::debug("virtio-scsi: bad request: {}", to_string(request.error()));
-        return write_failure(chain);
-    }
-    const auto address = lun_address(request->lun);
-    // Held until the command completes: a LUN removed meanwhile stays open until then.
-    const auto targets = targets_.load();
-    const Target* target = address ? find_target(*targets, address->target) : nullptr;
-    if (!target) {
-        ++counters_.bad_targets;
-        return write_response(*request, layout,
-                              {.response = VIRTIO_SCSI_S_BAD_TARGET, .sense = {}, .residual = 0},
-                              0);
-    }
-    if (const auto action = tasks_.admit(queue_, address->target, address->lun, request->tag);
-        action != TaskAction::Run) {
-        ++counters_.aborted;
-        const CommandResponse cancelled{
-            .response =
-                uint8_t(action == TaskAction::Reset ? VIRTIO_SCSI_S_RESET : VIRTIO_SCSI_S_ABORTED),
-            .sense = {},
-            .residual = residual(*request, 0)};
-        return write_response(*request, layout, cancelled, 0);
-    }
-    const TargetOutcome result =
-        target->execute(address->lun, request->cdb(), request->data_out, request->data_in);
-    if (result.delivery == Delivery::Overrun) {
-        ++counters_.overruns;
-        const CommandResponse overrun{
-            .response = VIRTIO_SCSI_S_OVERRUN, .sense = {}, .residual = residual(*request, 0)};
-        return write_response(*request, layout, overrun, 0);
-    }
-    const Outcome& outcome = result.outcome;
-    if (outcome.sense) ++counters_.check_conditions;
-    const CommandResponse response{.response = VIRTIO_SCSI_S_OK,
-                                   .sense = outcome.sense,
-                                   .residual = residual(*request, outcome.transferred)};
-    return write_response(*request, layout, response,
-                          request->data_in.empty() ? 0 : outcome.transferred);
-}
-
 ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_context& io)
     : request_queues_(checked_queues(config.request_queues)),
       queue_size_(checked_queue_size(config.queue_size, "virtio-scsi")),
@@ -118,7 +62,8 @@ ScsiController::ScsiController(const ControllerConfig& config, boost::asio::io_c
       control_workers_(control_io_, "virtio-scsi " + config.id + " control", control_counters_,
                        config.request_alloc) {
     for (uint16_t i = 0; i < request_queues_; ++i)
-        commands_.push_back(std::make_unique<Commands>(i, targets_, tasks_, counters_));
+        commands_.push_back(
+            std::make_unique<CommandQueue>(i, queue_size_, targets_, tasks_, counters_));
 }
 
 ScsiController::~ScsiController() {
@@ -262,7 +207,12 @@ void ScsiController::write_config(uint64_t offset, std::span<const uint8_t> data
 bool ScsiController::activate(ActivateContext context) {
     stop_queues();
     const Layout layout{.cdb_size = cdb_size_.load(), .sense_size = sense_size_.load()};
-    for (auto& commands : commands_) commands->layout = layout;
+    try {
+        for (auto& commands : commands_) commands->activate(layout);
+    } catch (const std::system_error& e) {
+        spdlog::error("virtio-scsi: cannot set up the LUNs' I/O queues: {}", e.what());
+        return false;
+    }
     const auto request_rings =
         std::span(context.queues)
             .subspan(std::min<size_t>(context.queues.size(), kFirstRequestQueue));

@@ -1,12 +1,10 @@
 // A virtio-scsi controller (virtio 1.2, 5.6): up to 256 targets whose LUNs are disk images, a
 // control queue, an event queue and N request queues.  The request queues run on the I/O
-// threads through the shared queue workers (../queue_worker.h), as virtio-blk's do; each
-// command is framed (request.h), addressed, checked against the task management function in
-// progress (task_set.h), parsed (cdb.h) and run on its LUN (target.h) before its response goes
-// back.  The control queue runs on a thread of the controller's own, since a TMF waits there
-// for the request queues.  LUNs come and go while commands run: the targets are an immutable
-// snapshot (TargetTable) that each command holds until it completes, and the event queue
-// (events.h) tells the driver.  See README.md.
+// threads through the shared queue workers (../queue_worker.h), as virtio-blk's do, many
+// commands in flight per queue (command_queue.h).  The control queue runs on a thread of the
+// controller's own, since a TMF waits there for the request queues.  LUNs come and go while
+// commands run: the targets are an immutable snapshot (TargetTable) that each command holds until
+// it completes, and the event queue (events.h) tells the driver.  See README.md.
 #pragma once
 
 #include <atomic>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "devices/virtio/queue_worker.h"
+#include "devices/virtio/scsi/command_queue.h"
 #include "devices/virtio/scsi/config.h"
 #include "devices/virtio/scsi/control.h"
 #include "devices/virtio/scsi/events.h"
@@ -31,15 +30,6 @@
 #include "devices/virtio/virtio_device.h"
 
 namespace mvmm::devices::virtio::scsi {
-
-// Per-controller counters, readable from any thread: the queue workers' and the commands'.
-struct ScsiCounters : QueueCounters {
-    std::atomic<uint64_t> bad_requests{0};      // unparsable framing: VIRTIO_SCSI_S_FAILURE
-    std::atomic<uint64_t> bad_targets{0};       // another target: VIRTIO_SCSI_S_BAD_TARGET
-    std::atomic<uint64_t> overruns{0};          // buffers that do not fit the CDB
-    std::atomic<uint64_t> check_conditions{0};  // commands that failed with sense
-    std::atomic<uint64_t> aborted{0};  // commands a TMF answered ABORTED or RESET before they ran
-};
 
 class ScsiController final : public Device {
   public:
@@ -96,25 +86,6 @@ class ScsiController final : public Device {
     uint64_t reread_capacity(uint8_t target, uint16_t lun);
 
   private:
-    // One request queue's handler: framing, addressing, the TMF in progress, the target, the
-    // response.
-    class Commands final : public RequestHandler {
-      public:
-        Commands(uint16_t queue, const TargetTable& targets, TaskSet& tasks, ScsiCounters& counters)
-            : queue_(queue), targets_(targets), tasks_(tasks), counters_(counters) {}
-        uint32_t handle(const DescriptorChain& chain) override;
-
-        Layout layout;  // set by activate() while no worker runs
-
-      private:
-        uint32_t run(const DescriptorChain& chain);
-
-        const uint16_t queue_;  // 0 for the first request queue
-        const TargetTable& targets_;
-        TaskSet& tasks_;
-        ScsiCounters& counters_;
-    };
-
     std::vector<uint8_t> config_space() const;
     // Throws std::invalid_argument for a target past max_target_.
     void check_target(uint8_t target, uint16_t lun) const;
@@ -128,12 +99,13 @@ class ScsiController final : public Device {
     ScsiCounters counters_;
     QueueCounters control_counters_;
     std::mutex changes_;  // serializes add_lun and remove_lun
+    // Before the targets: the LUNs' IoQueues of a request queue go before its eventfd.
+    std::vector<std::unique_ptr<CommandQueue>> commands_;
     TargetTable targets_;
     uint8_t max_target_ = 0;
     EventQueue events_;
     std::atomic<bool> hotplug_{false};  // the driver took VIRTIO_SCSI_F_HOTPLUG
     TaskSet tasks_;
-    std::vector<std::unique_ptr<Commands>> commands_;
     ControlHandler control_;
     std::atomic<uint32_t> cdb_size_;
     std::atomic<uint32_t> sense_size_;

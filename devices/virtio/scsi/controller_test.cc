@@ -238,6 +238,7 @@ TEST_F(ControllerTest, CommandsFromTheHeapServeAsPooledOnesDo) {
         ASSERT_TRUE(activate());
         const auto data = bt::pattern(512, uint8_t(request_alloc));
         send(address(0), {0x2a, 0, 0, 0, 0, 5, 0, 0, 1, 0}, data);
+        wait_used(1);  // commands in flight complete in any order
         const auto read = send(address(0), {0x28, 0, 0, 0, 0, 5, 0, 0, 1, 0}, {}, 512);
         wait_used(2);
         EXPECT_EQ(response_of(read).status, 0) << to_string(request_alloc);

@@ -30,7 +30,8 @@ Lun::Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image)
       sizes_(sizes_of(config)),
       read_only_(config.read_only),
       blocks_(image_->size() / sizes_.logical),
-      identity_{config.serial, naa_designator(config.serial)} {
+      identity_{config.serial, naa_designator(config.serial)},
+      aio_(block::checked_aio_mode(config.aio, config.path)) {
     check_image_fits(config.path, image_->size(), sizes_);
     // vmm checks it (--disk serial=); the VPD answers have room for no more.
     if (config.serial.size() > kMaxSerialBytes)
@@ -52,26 +53,73 @@ Outcome Lun::failed(std::string_view what, const std::error_code& error, const S
     return Outcome::check(sense);
 }
 
-Outcome Lun::written(uint64_t transferred, bool fua) {
-    if (fua || !write_cache_.load()) {
+Outcome Lun::written(uint64_t transferred) {
+    if (!write_cache_.load()) {
         if (auto flushed = image_->flush(); !flushed)
             return failed("flush", flushed.error(), sense::kWriteError);
     }
     return Outcome::good(transferred);
 }
 
-Outcome Lun::read(const Read& command, const GuestBuffers& data_in) {
-    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_->read(command.lba * sizes_.logical, data_in.slice(0, bytes));
-    if (!done) return failed("read", done.error(), sense::kReadError);
-    return Outcome::good(bytes);
+bool runs_on_io_queue(const Command& command) {
+    return std::holds_alternative<Read>(command.operation) ||
+           std::holds_alternative<Write>(command.operation) ||
+           std::holds_alternative<SynchronizeCache>(command.operation);
 }
 
-Outcome Lun::write(const Write& command, const GuestBuffers& data_out) {
-    const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    auto done = image_->write(command.lba * sizes_.logical, data_out.slice(0, bytes));
-    if (!done) return failed("write", done.error(), write_sense(done.error()));
-    return written(bytes, command.fua);
+block::IoQueue& Lun::io_queue(uint16_t queue, uint32_t depth, const EventFd& completions) {
+    auto& io = io_queues_.at(queue);
+    if (!io) io = image_->open_queue(aio_, depth, &completions);
+    return *io;
+}
+
+std::optional<block::IoOp> Lun::io_operation(const Command& command, bool write_cache,
+                                             const GuestBuffers& data_out,
+                                             const GuestBuffers& data_in, size_t index) const {
+    using Kind = block::IoOp::Kind;
+    std::array<block::IoOp, 2> operations;
+    size_t count = 0;
+    if (const auto* read = std::get_if<Read>(&command.operation); read && read->blocks)
+        operations[count++] = {.kind = Kind::Read,
+                               .offset = read->lba * sizes_.logical,
+                               .buffers = data_in.slice(0, command.transfer_bytes)};
+    if (const auto* write = std::get_if<Write>(&command.operation)) {
+        if (write->blocks)
+            operations[count++] = {.kind = Kind::Write,
+                                   .offset = write->lba * sizes_.logical,
+                                   .buffers = data_out.slice(0, command.transfer_bytes)};
+        // Stable before it completes, as virtio-blk's write-through.
+        if (write->fua || !write_cache) operations[count++] = {.kind = Kind::Flush};
+    }
+    if (std::holds_alternative<SynchronizeCache>(command.operation))
+        operations[count++] = {.kind = Kind::Flush};
+    if (index >= count) return std::nullopt;
+    return operations[index];
+}
+
+Outcome Lun::run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
+                            const GuestBuffers& data_in) {
+    for (size_t index = 0;; ++index) {
+        const auto op = io_operation(command, write_cache, data_out, data_in, index);
+        if (!op) return Outcome::good(command.transfer_bytes);
+        const block::IoStep step{.kind = op->kind,
+                                 .offset = op->offset,
+                                 .length = op->buffers.size(),
+                                 .buffers = op->buffers};
+        if (const int64_t result = block::run_step(*image_, step); result < 0)
+            return io_failed(op->kind, std::error_code(int(-result), std::generic_category()));
+    }
+}
+
+Outcome Lun::io_failed(block::IoOp::Kind kind, const std::error_code& error) {
+    switch (kind) {
+        case block::IoOp::Kind::Read:
+            return failed("read", error, sense::kReadError);
+        case block::IoOp::Kind::Write:
+            return failed("write", error, write_sense(error));
+        default:
+            return failed("flush", error, sense::kWriteError);
+    }
 }
 
 Outcome Lun::synchronize_cache() {
@@ -92,7 +140,8 @@ Outcome Lun::unmap(const GuestBuffers& parameter_list) {
 }
 
 Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) {
-    std::array<uint8_t, kMaxBlockSize> storage{};
+    // Aligned as cache=none's O_DIRECT needs the pattern's every copy.
+    alignas(kMaxBlockSize) std::array<uint8_t, kMaxBlockSize> storage{};
     const auto block = std::span(storage).first(sizes_.logical);
     if (!command.no_data_out) data_out.copy_to(0, block);
     const uint64_t offset = command.lba * sizes_.logical;
@@ -101,12 +150,12 @@ Outcome Lun::write_same(const WriteSame& command, const GuestBuffers& data_out) 
     if (std::ranges::all_of(block, [](uint8_t b) { return b == 0; })) {
         auto done = image_->write_zeroes(offset, bytes, command.unmap);
         if (!done) return failed("write same", done.error(), write_sense(done.error()));
-        return written(sent, false);
+        return written(sent);
     }
     // Another pattern: the host's copy of the block, in every piece of each vectored write.
     auto done = image_->write_repeated(offset, bytes, GuestBuffers::Part(block));
     if (!done) return failed("write same", done.error(), write_sense(done.error()));
-    return written(sent, false);
+    return written(sent);
 }
 
 Outcome Lun::verify(const Verify& command, const GuestBuffers& data_out) {
@@ -114,7 +163,8 @@ Outcome Lun::verify(const Verify& command, const GuestBuffers& data_out) {
     if (!command.compare) return Outcome::good();
     const uint64_t offset = command.lba * sizes_.logical;
     const uint64_t bytes = uint64_t{command.blocks} * sizes_.logical;
-    std::array<uint8_t, 4096> medium, sent;
+    alignas(kMaxBlockSize) std::array<uint8_t, kMaxBlockSize> medium;  // read with O_DIRECT too
+    std::array<uint8_t, kMaxBlockSize> sent;
     for (uint64_t done = 0; done < bytes;) {
         const size_t n = std::min<uint64_t>(medium.size(), bytes - done);
         const auto part = GuestBuffers::Part(std::span(medium).first(n));

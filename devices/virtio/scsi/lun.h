@@ -4,6 +4,7 @@
 // LunIdentity alone (responses.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <system_error>
 
 #include "devices/block/disk_image.h"
+#include "devices/block/io_queue.h"
 #include "devices/virtio/block_size.h"
 #include "devices/virtio/scsi/cdb.h"
 #include "devices/virtio/scsi/config.h"
@@ -21,6 +23,10 @@
 #include "mem/guest_buffers.h"
 
 namespace mvmm::devices::virtio::scsi {
+
+// Whether `command` runs as image operations through a request queue's IoQueue (the rest
+// run at once, on the queue's context).
+bool runs_on_io_queue(const Command& command);
 
 // What a command did: GOOD or CHECK CONDITION with sense, and how many bytes it moved.
 struct Outcome {
@@ -47,13 +53,27 @@ class Lun {
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
-    Outcome read(const Read& command, const GuestBuffers& data_in);
-    Outcome write(const Write& command, const GuestBuffers& data_out);
     Outcome synchronize_cache();  // fdatasync
     Outcome unmap(const GuestBuffers& parameter_list);
     Outcome write_same(const WriteSame& command, const GuestBuffers& data_out);
     Outcome verify(const Verify& command, const GuestBuffers& data_out);
     Outcome mode_select(const ModeSelect& command, const GuestBuffers& parameter_list);
+
+    // The request queues' way to the image: READ, WRITE and SYNCHRONIZE CACHE run as image
+    // operations through an IoQueue of request queue `queue` (made on its first use, on that
+    // queue's context, which alone uses it; `completions` is its eventfd and must outlive the
+    // LUN's use of it).  Throws std::system_error when the host refuses the backend.
+    block::IoQueue& io_queue(uint16_t queue, uint32_t depth, const EventFd& completions);
+    // The `index`-th image operation of `command` (one that runs_on_io_queue()), nullopt past
+    // the last: a read; a write, then a flush with FUA or `write_cache` off; a flush.
+    std::optional<block::IoOp> io_operation(const Command& command, bool write_cache,
+                                            const GuestBuffers& data_out,
+                                            const GuestBuffers& data_in, size_t index) const;
+    // The same operations run one after another on this thread (Target::run, off the queues).
+    Outcome run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
+                           const GuestBuffers& data_in);
+    // An operation of a command failed: the sense a real target reports (the first error logged).
+    Outcome io_failed(block::IoOp::Kind kind, const std::error_code& error);
 
     // SAM-5 unit attention conditions, reported once each to the next command that is not
     // INQUIRY, REPORT LUNS or REQUEST SENSE (or by REQUEST SENSE): the most important first.
@@ -71,9 +91,9 @@ class Lun {
   private:
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
-    // A write completed: with FUA or the write cache off, it is made stable before it
-    // completes, as virtio-blk's write-through.
-    Outcome written(uint64_t transferred, bool fua);
+    // WRITE SAME completed: with the write cache off, it is made stable before it completes,
+    // as virtio-blk's write-through.
+    Outcome written(uint64_t transferred);
 
     enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2, kLunsChanged = 4 };
 
@@ -85,6 +105,9 @@ class Lun {
     std::atomic<uint8_t> attention_{kPowerOnOrReset};
     LunIdentity identity_;
     std::atomic<bool> io_error_logged_{false};
+    const block::AioMode aio_;
+    // Per request queue, made on its first command here; gone before the image.
+    std::array<std::unique_ptr<block::IoQueue>, kMaxRequestQueues> io_queues_;
 };
 
 }  // namespace mvmm::devices::virtio::scsi

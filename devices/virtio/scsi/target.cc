@@ -66,9 +66,10 @@ class Runner {
         return answer(request.well_known_only ? std::span<const uint8_t>(kNone)
                                               : target_.report_luns());
     }
-    Outcome operator()(const Read& request) const { return lun_->read(request, in_); }
-    Outcome operator()(const Write& request) const { return lun_->write(request, out_); }
-    Outcome operator()(const SynchronizeCache&) const { return lun_->synchronize_cache(); }
+    // What a request queue runs through its IoQueue, here one operation after another.
+    Outcome operator()(const Read&) const { return operations(); }
+    Outcome operator()(const Write&) const { return operations(); }
+    Outcome operator()(const SynchronizeCache&) const { return operations(); }
     Outcome operator()(const Unmap&) const {
         if (command_.transfer_bytes == 0) return Outcome::good();  // no list, nothing to do
         return lun_->unmap(out_.slice(0, command_.transfer_bytes));
@@ -86,6 +87,9 @@ class Runner {
     }
 
   private:
+    Outcome operations() const {
+        return lun_->run_operations(command_, info_.write_cache, out_, in_);
+    }
     // What the target answers itself, cut to the allocation length.
     Outcome answer(std::span<const uint8_t> data) const {
         const auto bytes = data.first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
@@ -156,23 +160,38 @@ void Target::index() {
     report_luns_ = report_luns_data(numbers_);
 }
 
-TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
-                              const GuestBuffers& data_out, const GuestBuffers& data_in) const {
+std::variant<TargetOutcome, CheckedCommand> Target::check(uint16_t number,
+                                                          std::span<const uint8_t> cdb,
+                                                          const GuestBuffers& data_out,
+                                                          const GuestBuffers& data_in) const {
     Lun* lun = find(number);
     // What a LUN answers with no disk, or with a unit attention pending (SAM-5, 5.14).
     const bool always_answered =
         !cdb.empty() && (cdb[0] == kInquiry || cdb[0] == kReportLuns || cdb[0] == kRequestSense);
-    if (!lun && !always_answered) return {Delivery::Done, Outcome::check(sense::kLunNotSupported)};
+    if (!lun && !always_answered)
+        return TargetOutcome{Delivery::Done, Outcome::check(sense::kLunNotSupported)};
     if (lun && !always_answered) {
         if (auto attention = lun->take_unit_attention())
-            return {Delivery::Done, Outcome::check(*attention)};
+            return TargetOutcome{Delivery::Done, Outcome::check(*attention)};
     }
     const LunInfo info = lun ? lun->info() : LunInfo{};
     auto command = parse_cdb(cdb, info);
-    if (!command) return {Delivery::Done, Outcome::check(command.error())};
-    if (!fits(*command, data_out, data_in)) return {Delivery::Overrun, {}};
-    const Runner runner(lun, info, *this, *command, data_out, data_in);
-    return {Delivery::Done, std::visit(runner, command->operation)};
+    if (!command) return TargetOutcome{Delivery::Done, Outcome::check(command.error())};
+    if (!fits(*command, data_out, data_in)) return TargetOutcome{Delivery::Overrun, {}};
+    return CheckedCommand{lun, info, std::move(command).value()};
+}
+
+TargetOutcome Target::run(const CheckedCommand& checked, const GuestBuffers& data_out,
+                          const GuestBuffers& data_in) const {
+    const Runner runner(checked.lun, checked.info, *this, checked.command, data_out, data_in);
+    return {Delivery::Done, std::visit(runner, checked.command.operation)};
+}
+
+TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
+                              const GuestBuffers& data_out, const GuestBuffers& data_in) const {
+    auto checked = check(number, cdb, data_out, data_in);
+    if (const auto* answer = std::get_if<TargetOutcome>(&checked)) return *answer;
+    return run(std::get<CheckedCommand>(checked), data_out, data_in);
 }
 
 void Target::reset() const {

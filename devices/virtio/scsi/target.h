@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "devices/virtio/scsi/config.h"
@@ -30,6 +31,13 @@ struct TargetOutcome {
     Outcome outcome;
 };
 
+// A command checked against its LUN, ready to run: nothing has touched the image yet.
+struct CheckedCommand {
+    Lun* lun = nullptr;  // null only for what a LUN number with no disk answers
+    LunInfo info;        // what it was parsed against
+    Command command;
+};
+
 // Immutable once built: a change of LUNs builds a new Target (with_lun, without_lun) that
 // shares the other LUNs, and the controller publishes it in a new TargetTable snapshot; a
 // command holds the snapshot it started with, and so its Lun, until it completes.
@@ -47,6 +55,15 @@ class Target {
     bool empty() const noexcept { return numbers_.empty(); }
 
     // Thread-safe: commands to any LUNs may run on several I/O threads at once.
+    // Everything before the command runs: the unit attention, the parse, the buffers' fit.
+    // Either the answer already, or the command to run.
+    std::variant<TargetOutcome, CheckedCommand> check(uint16_t lun, std::span<const uint8_t> cdb,
+                                                      const GuestBuffers& data_out,
+                                                      const GuestBuffers& data_in) const;
+    // Runs a checked command to the end on this thread.
+    TargetOutcome run(const CheckedCommand& checked, const GuestBuffers& data_out,
+                      const GuestBuffers& data_in) const;
+    // check(), then run().
     TargetOutcome execute(uint16_t lun, std::span<const uint8_t> cdb, const GuestBuffers& data_out,
                           const GuestBuffers& data_in) const;
 

@@ -1,7 +1,5 @@
 #include "devices/virtio/scsi/task_set.h"
 
-#include <thread>
-
 namespace mvmm::devices::virtio::scsi {
 namespace {
 
@@ -22,9 +20,24 @@ bool TaskScope::covers(uint8_t command_target, uint16_t command_lun, uint64_t co
     return false;
 }
 
+void TaskOrder::begin(Task& task) noexcept {
+    task.position = next_++;
+    task.older = newest_;
+    task.newer = nullptr;
+    (newest_ ? newest_->newer : oldest_) = &task;
+    newest_ = &task;
+}
+
+uint64_t TaskOrder::end(Task& task) noexcept {
+    (task.older ? task.older->newer : oldest_) = task.newer;
+    (task.newer ? task.newer->older : newest_) = task.older;
+    return oldest_ ? oldest_->position : next_;
+}
+
 TaskSet::TaskSet(uint16_t request_queues)
     : rings_(request_queues),
-      handled_(std::make_unique<std::atomic<uint64_t>[]>(request_queues)),
+      started_(std::make_unique<std::atomic<uint64_t>[]>(request_queues)),
+      done_below_(std::make_unique<std::atomic<uint64_t>[]>(request_queues)),
       limits_(request_queues) {}
 
 bool TaskSet::activate(const GuestMemory& memory, std::span<const QueueConfig> queues) {
@@ -32,7 +45,8 @@ bool TaskSet::activate(const GuestMemory& memory, std::span<const QueueConfig> q
     stopped_ = false;
     for (size_t i = 0; i < rings_.size(); ++i) {
         rings_[i] = {};
-        handled_[i].store(0);
+        started_[i].store(0);
+        done_below_[i].store(0);
         if (i >= queues.size() || !queues[i].ready) continue;
         auto avail = memory.slice(queues[i].avail, 4);
         auto used = memory.slice(queues[i].used, 4);
@@ -50,21 +64,29 @@ void TaskSet::stop() {
     progress_.notify_all();
 }
 
-TaskAction TaskSet::admit(uint16_t queue, uint8_t target, uint16_t lun, uint64_t tag) {
+TaskAction TaskSet::admit(uint16_t queue, const Task& task) {
     if (!applying_.load()) return TaskAction::Run;
     std::lock_guard lock(mutex_);
-    if (!scope_ || handled_[queue].load() >= limits_[queue] || !scope_->covers(target, lun, tag))
+    if (!scope_ || task.position >= limits_[queue] ||
+        !scope_->covers(task.target, task.lun, task.tag))
         return TaskAction::Run;
     covered_ = true;
     return action_;
 }
 
-void TaskSet::handled(uint16_t queue) {
-    handled_[queue].fetch_add(1);
+void TaskSet::started(uint16_t queue, uint64_t position) {
+    started_[queue].store(position + 1);
+}
+
+void TaskSet::completed(uint16_t queue, const Task& task, uint64_t done_below) {
+    done_below_[queue].store(done_below);
     // Either apply() sees the new count, or this sees applying_ and wakes it: both are
     // sequentially consistent, and the notification is sent under the lock it waits with.
     if (applying_.load()) {
         std::lock_guard lock(mutex_);
+        if (scope_ && task.addressed && task.position < limits_[queue] &&
+            scope_->covers(task.target, task.lun, task.tag))
+            covered_ = true;
         progress_.notify_all();
     }
 }
@@ -73,7 +95,9 @@ bool TaskSet::apply(const TaskScope& scope, TaskAction action) {
     std::unique_lock lock(mutex_);
     if (stopped_) return false;
     for (size_t i = 0; i < rings_.size(); ++i) {
-        const uint64_t start = handled_[i].load();
+        // Chains started so far are below the limit; those queued after them are counted
+        // from the ring, at most its size of them.
+        const uint64_t start = started_[i].load();
         limits_[i] = start;
         if (!rings_[i].avail) continue;
         const auto published =
@@ -89,33 +113,13 @@ bool TaskSet::apply(const TaskScope& scope, TaskAction action) {
     progress_.wait(lock, [&] {
         if (stopped_) return true;
         for (size_t i = 0; i < rings_.size(); ++i) {
-            if (handled_[i].load() < limits_[i]) return false;
+            if (done_below_[i].load() < limits_[i]) return false;
         }
         return true;
     });
     applying_.store(false);
     scope_.reset();
-    const bool covered = covered_;
-    if (stopped_) return covered;
-    lock.unlock();
-    wait_for_used();  // limits_ has no other writer than this thread
-    return covered;
-}
-
-// Each chain's used entry is pushed by its queue's thread right after handled(), with no wait
-// in between: a yield loop for those few instructions, not a sleep.
-void TaskSet::wait_for_used() const {
-    for (size_t i = 0; i < rings_.size(); ++i) {
-        if (!rings_[i].used) continue;
-        const auto limit = static_cast<uint16_t>(limits_[i]);
-        auto behind = [&] {
-            const auto used = rings_[i].used->load<uint16_t>(kIdxOffset, std::memory_order_acquire);
-            // Behind the limit by at most the ring's size; anything else is at or past it.
-            return static_cast<uint16_t>(limit - used) != 0 &&
-                   static_cast<uint16_t>(limit - used) <= rings_[i].size;
-        };
-        while (behind()) std::this_thread::yield();
-    }
+    return covered_;
 }
 
 }  // namespace mvmm::devices::virtio::scsi

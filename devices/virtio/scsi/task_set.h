@@ -1,16 +1,17 @@
 // The commands the driver has queued on a controller's request queues, as the control queue's
-// task management functions see them (SAM-5, 7.1; virtio 1.2, 5.6.6.2).  Commands run to
-// completion one at a time per queue, so a task is a chain the driver made available that its
-// queue has not handled yet: in the ring, or popped into the current batch.  A TMF runs on the
-// control queue's own thread; apply() records which chains it covers (those made available
-// before it, by each request queue's available index), waits until each of them has been
-// handled, the matching ones answered ABORTED or RESET without running, and until their used
-// entries are in the ring, and only then does the TMF complete, as Linux's virtscsi_tmf relies
-// on.
+// task management functions see them (SAM-5, 7.1; virtio 1.2, 5.6.6.2).  A task is a chain
+// the driver made available that has not completed: in the ring, or started and in flight
+// (many per queue, completing in any order).  A TMF runs on the control queue's own thread;
+// apply() records which chains it covers (those made available before it, by each request
+// queue's available index), waits until each of them has completed, the matching ones that
+// had not started answered ABORTED or RESET without running, and only then does the TMF
+// complete, as Linux's virtscsi_tmf relies on: their used entries are in the ring.
 //
-// Positions: a request queue handles chains in ring order, so the n-th chain it handles since
-// activation sat at available index n.  Each queue's count is written only by the thread that
-// runs that queue; apply() reads the counts and the rings' indexes.
+// Positions: a request queue starts chains in ring order, so the n-th chain it starts since
+// activation sat at available index n (TaskOrder numbers them).  Each queue publishes the
+// first position still in flight, below which every chain's used entry is in the ring; it is
+// written only by the context that runs that queue, and apply() reads it and the rings'
+// indexes.
 #pragma once
 
 #include <atomic>
@@ -44,6 +45,36 @@ struct TaskScope {
     bool covers(uint8_t command_target, uint16_t command_lun, uint64_t command_tag) const;
 };
 
+// A command of a request queue from its start to its used entry: its position and its place
+// in the queue's list of commands in flight (in what the command lives in: nothing allocated).
+struct Task {
+    uint64_t position = 0;
+    bool addressed = false;  // to a target the controller has: the next three are set
+    uint8_t target = 0;
+    uint16_t lun = 0;
+    uint64_t tag = 0;
+    Task* older = nullptr;
+    Task* newer = nullptr;
+};
+
+// One request queue's commands in flight, oldest first; used by that queue's context only.
+class TaskOrder {
+  public:
+    // Numbers `task` (the next position) and puts it last.
+    void begin(Task& task) noexcept;
+    // Takes `task` out; returns the first position still in flight (every one below it ended).
+    uint64_t end(Task& task) noexcept;
+    // Positions start again at 0 (activation); nothing may be in flight.
+    void restart() noexcept { next_ = 0; }
+    // For walking the commands in flight, oldest first.
+    Task* oldest() const noexcept { return oldest_; }
+
+  private:
+    Task* oldest_ = nullptr;
+    Task* newest_ = nullptr;
+    uint64_t next_ = 0;
+};
+
 class TaskSet {
   public:
     explicit TaskSet(uint16_t request_queues);
@@ -56,11 +87,17 @@ class TaskSet {
     // next activate(): the queues are being stopped.
     void stop();
 
-    // On request queue `queue`'s thread, before its next chain runs: what to do with the
-    // command it carries.  Every chain the queue handles, framed or not, ends with handled().
-    TaskAction admit(uint16_t queue, uint8_t target, uint16_t lun, uint64_t tag);
-    // The chain is handled; its used entry follows at once, on the same thread.
-    void handled(uint16_t queue);
+    // On request queue `queue`'s context, once it started the chain at `position` (positions
+    // below `position + 1` are started).
+    void started(uint16_t queue, uint64_t position);
+    // On the same context, before the chain at `task.position` runs: what to do with the
+    // command `task` (addressed) carries.  Every chain the queue starts, framed or not, ends
+    // with completed().
+    TaskAction admit(uint16_t queue, const Task& task);
+    // On the same context, after `task`'s used entry went into the ring: every chain of
+    // `queue` before position `done_below` has completed.  A TMF waiting for it counts it as
+    // covered when it is (QUERY TASK: it was in the task set).
+    void completed(uint16_t queue, const Task& task, uint64_t done_below);
 
     // On the control queue's thread: applies `action` to every command `scope` covers that
     // the driver queued before this call, and returns once each command queued before it is
@@ -75,11 +112,11 @@ class TaskSet {
         std::optional<GuestSlice> used;   // {flags, idx}
         uint16_t size = 0;
     };
-    void wait_for_used() const;
-
     std::vector<Ring> rings_;
-    // Chains each queue handled since activation (its thread writes, apply() reads).
-    std::unique_ptr<std::atomic<uint64_t>[]> handled_;
+    // Per queue, the chains started and the first position still in flight (its context
+    // writes, apply() reads).
+    std::unique_ptr<std::atomic<uint64_t>[]> started_;
+    std::unique_ptr<std::atomic<uint64_t>[]> done_below_;
     std::atomic<bool> applying_{false};  // a TMF is recorded: admit() must look
     std::mutex mutex_;
     std::condition_variable progress_;
