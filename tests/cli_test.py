@@ -2,6 +2,7 @@
 """mvmm's command line on this host: bad input and unusable hosts give one clear line and exit 2, fast."""
 
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -237,6 +238,24 @@ def test_colour_only_on_a_terminal():
     expect("error" in piped and escape not in piped, f"colour in a pipe: {piped!r}")
 
 
+def test_many_disks_open_under_a_low_soft_file_limit():
+    """mvmm raises its soft limit of open files to the hard one, as QEMU does: under a soft limit of 64, 80 disks
+    open, and the run stops at the 81st, a file that does not exist (not at 'Too many open files')."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 256:
+        raise guest.SkipTest("the hard limit of open files here is below 256")
+    with tempfile.TemporaryDirectory() as tmp:
+        disks = []
+        for i in range(80):
+            (Path(tmp) / f"d{i}.img").write_bytes(bytes(4096))
+            disks += ["--disk", f"path={tmp}/d{i}.img"]
+        low = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        p = subprocess.run([guest.mvmm_binary(), "--kernel", kernel(), *disks, "--disk", f"path={tmp}/missing.img"],
+                           capture_output=True, text=True, timeout=30, preexec_fn=low)
+        out = p.stdout + p.stderr
+        expect(p.returncode == 2 and "missing.img" in out and "Too many open files" not in out,
+               f"exit {p.returncode}, expected 2 naming missing.img:\n{out}")
+
+
 def test_pvm_host_refuses_quickly():
     if not Path("/sys/module/kvm_pvm").exists():
         raise guest.SkipTest("this host's /dev/kvm is not PVM")
@@ -249,4 +268,4 @@ def test_pvm_host_refuses_quickly():
 if __name__ == "__main__":
     os.environ.setdefault("MVMM", "build/vmm/mvmm")
     guest.main([test_help_and_version, test_bad_input_exits_2_with_one_line, test_colour_only_on_a_terminal,
-                test_pvm_host_refuses_quickly])
+                test_many_disks_open_under_a_low_soft_file_limit, test_pvm_host_refuses_quickly])

@@ -1,7 +1,9 @@
 // mvmm: parse the command line, check the host, build the machine, run it.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +29,18 @@ namespace {
 
 using namespace mvmm;
 
+// Each disk and LUN holds its image's fd, and with aio=io_uring a ring per queue: hundreds of
+// disks need more than the usual soft limit of 1024 open files.  As QEMU does, mvmm raises its
+// soft limit to the hard one (its event loops use epoll, never select).
+void raise_open_file_limit() {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+        spdlog::warn("cannot raise the open file limit to {}: {}", limit.rlim_max,
+                     std::strerror(errno));
+}
+
 class Run {
   public:
     int operator()(int argc, char** argv) {
@@ -51,6 +65,7 @@ class Run {
         Config config = parse_command_line(argc, argv);
         spdlog::set_level(spdlog::level::from_str(config.log_level));
         BootPlan plan = validate(std::move(config));
+        raise_open_file_limit();
         auto disks = open_disks(plan.config.disks, io.context());
         if (auto why = host_cannot_run_guests()) throw UsageError(*why);
         // The command line is accepted: from here on the run is reported, whatever its end.
