@@ -46,7 +46,8 @@ if [ "${HP_VMM:-mvmm}" = qemu ]; then
 	present() { ! qmp blockdev-del "node-name=n$i" >/dev/null; }
 	counters() { echo "bars=-1 trims=-1 trim_ns=-1 malloc_kib=-1"; }
 else
-	pid=${MVMM_PID:-$(pidof mvmm)}
+	# $MVMM keeps its file name in the test host: a binary named other than mvmm is found too.
+	pid=${MVMM_PID:-$(pidof "$(basename "${MVMM:-mvmm}")")}
 	add() { reply=$(ctl add-disk "path=$HP_DIR/d$((i % 2)).img" "serial=hotplug$i") && id=$(echo "$reply" |
 		sed -n 's/.*"id":"\([^"]*\)".*/\1/p'); }
 	remove() { ctl remove-disk "id=$id" >/dev/null; }
