@@ -67,8 +67,12 @@ def check_clean_boot(run):
     alloc = doc["request_allocation"]
     queues = [q for d in alloc["devices"] for q in d["queues"]]
     expect(alloc["mode"] == "pool" and len(alloc["devices"]) == DISKS and queues, f"request allocation {alloc}", run)
-    expect(all(q["slots"] > 0 and 1 <= q["peak_slots_in_use"] <= q["slots"] and q["pool_resident_bytes"] > 0
-               for q in queues) and alloc["slots"] == sum(q["slots"] for q in queues),
+    # A queue per vCPU (the guest has 2); the guest's few requests may all go to one of a disk's queues.
+    expect(all(len(d["queues"]) == 2 for d in alloc["devices"]), f"not a queue per vCPU: {alloc}", run)
+    expect(all(q["slots"] > 0 and q["peak_slots_in_use"] <= q["slots"] for q in queues)
+           and all(any(q["peak_slots_in_use"] >= 1 and q["pool_resident_bytes"] > 0 for q in d["queues"])
+                   for d in alloc["devices"])
+           and alloc["slots"] == sum(q["slots"] for q in queues),
            f"request pools {alloc}", run)
     stats = exit_stats(run)
     expect(stats["vm_exits"] == exits["total"] and stats["trims"] == doc["trim"]["by_policy"]["trims"]
