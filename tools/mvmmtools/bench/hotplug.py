@@ -88,27 +88,27 @@ def run(args):
     timeout = 600 + (len(policies) + 1) * (120 + PER_CYCLE_LIMIT * args.hotplug_cycles)
     say(f"hot-plug: {args.hotplug_cycles} cycles x {len(policies)} policies"
         f"{'' if args.no_qemu else ' + QEMU'} in one {'direct run' if direct else 'test host boot'}")
+    stream = Stream(args.hotplug_cycles, args.out)
     with tempfile.NamedTemporaryFile("w", prefix="hotplug-bench.", suffix=".sh") as f:
         f.write(text)
         f.flush()
         if direct:
             env = dict(os.environ, MVMM=str(mvmm), PEER_QEMU=" ".join(PEER_QEMU))
-            p = subprocess.run(["sh", f.name], capture_output=True, text=True, errors="replace", env=env,
-                               timeout=timeout)
-            out, code = p.stdout + p.stderr, p.returncode
+            with subprocess.Popen(["sh", f.name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as p:
+                for output in p.stdout:
+                    stream(output)
+                code = p.wait()
         else:
-            output = []
             host = TestHost(HostConfig(script=f.name, mvmm=mvmm, peer_qemu=not args.no_qemu,
                                        files=tuple(str(guest_image(n)) for n in ("kernel", "guest_initrd")),
                                        binaries=(str(MVMM_CTL),), cpus=args.host_cpus, timeout=timeout))
-            code = host.run(output.append)
-            out = b"".join(output).decode(errors="replace") + "".join(f"{m}\n" for m in host.messages)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "hotplug-console.txt").write_text(out)
+            code = host.run(stream)
+            stream("".join(f"{m}\n" for m in host.messages).encode())
+    stream.close()
+    out = stream.text
     results = parse(out)
     table = summary(results, args.hotplug_cycles)
-    print(table)
+    print("\n" + table)
     if args.out:
         (args.out / "hotplug-summary.txt").write_text(table + "\n")
     bad = [name for name, r in results.items() if r["code"] != 0 or len(r["cycles"]) != args.hotplug_cycles]
@@ -132,26 +132,75 @@ def parse(out):
     return results
 
 
-def summary(results, cycles):
-    """One line per variant over the cycles after a warm-up of a tenth of them."""
-    warm = max(1, cycles // 10)
-    head = (f"hot-plug cycles: {cycles} per variant, figures after {warm} warm-up cycles\n"
+class Stream:
+    """Takes the console as it comes (bytes): keeps it, writes it to --out/hotplug-console.txt as it grows, and
+    prints each variant's summary line as soon as the variant ends, with a word of progress every tenth of the
+    cycles, so that a long run shows its figures before it is over (and keeps them if it is stopped)."""
+
+    def __init__(self, cycles, out_dir):
+        self.cycles, self.text, self.partial_line = cycles, "", ""
+        self.variant, self.cycles_seen, self.printed = "?", 0, 0
+        self.console = None
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.console = open(out_dir / "hotplug-console.txt", "w")
+
+    def __call__(self, chunk):
+        text = chunk.decode(errors="replace")
+        self.text += text
+        if self.console:
+            self.console.write(text)
+            self.console.flush()
+        *lines, self.partial_line = (self.partial_line + text).split("\n")
+        for console_line in lines:
+            self.follow(console_line)
+
+    def follow(self, console_line):
+        if "HP-BENCH-BEGIN " in console_line:
+            self.variant, self.cycles_seen = console_line.split("HP-BENCH-BEGIN ", 1)[1].strip(), 0
+        elif "HP-CYCLE " in console_line:
+            self.cycles_seen += 1
+            if self.cycles_seen % max(1, self.cycles // 10) == 0:
+                say(f"{self.variant}: {self.cycles_seen}/{self.cycles} cycles")
+        elif "HP-BENCH-END " in console_line:
+            results = list(parse(self.text).items())
+            if not self.printed:
+                print(header(self.cycles), flush=True)
+            for name, result in results[self.printed:]:
+                print(line(name, result, self.cycles), flush=True)
+            self.printed = len(results)
+
+    def close(self):
+        if self.console:
+            self.console.close()
+
+
+def warm_up(cycles):
+    return max(1, cycles // 10)
+
+
+def header(cycles):
+    return (f"hot-plug cycles: {cycles} per variant, figures after {warm_up(cycles)} warm-up cycles\n"
             f"{'variant':16} {'done':>5} {'median ms':>9} {'p90 ms':>7} {'heap KiB':>15} {'malloc KiB':>15} "
             f"{'RSS KiB':>15} "
             f"{'fds':>7} {'trims':>6} {'trim ms':>8} {'as rebuilds':>11}")
-    lines = [head]
-    for name, r in results.items():
-        rows = r["cycles"][warm:] or r["cycles"]
-        if not rows:
-            lines.append(f"{name:16} {0:>5}   (exit code {r['code']})")
-            continue
-        ms = sorted(x["ms"] for x in rows)
-        p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
-        span = lambda key: f"{rows[0][key]}->{rows[-1][key]}"
-        trims = rows[-1]["trims"] - rows[0]["trims"] if rows[-1]["trims"] >= 0 else None
-        trim_ms = (rows[-1]["trim_ns"] - rows[0]["trim_ns"]) / 1e6 if rows[-1]["trim_ns"] >= 0 else None
-        lines.append(f"{name:16} {len(r['cycles']):>5} {statistics.median(ms):>9.0f} {p90:>7} "
-                     f"{span('heap_kib'):>15} {span('malloc_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
-                     f"{'n/a' if trims is None else trims:>6} {'n/a' if trim_ms is None else f'{trim_ms:.1f}':>8} "
-                     f"{r['exit_stats'].get('as_rebuilds', 'n/a'):>11}")
-    return "\n".join(lines)
+
+
+def line(name, r, cycles):
+    """One variant over the cycles after a warm-up of a tenth of them."""
+    rows = r["cycles"][warm_up(cycles):] or r["cycles"]
+    if not rows:
+        return f"{name:16} {0:>5}   (exit code {r['code']})"
+    ms = sorted(x["ms"] for x in rows)
+    p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
+    span = lambda key: f"{rows[0][key]}->{rows[-1][key]}"
+    trims = rows[-1]["trims"] - rows[0]["trims"] if rows[-1]["trims"] >= 0 else None
+    trim_ms = (rows[-1]["trim_ns"] - rows[0]["trim_ns"]) / 1e6 if rows[-1]["trim_ns"] >= 0 else None
+    return (f"{name:16} {len(r['cycles']):>5} {statistics.median(ms):>9.0f} {p90:>7} "
+            f"{span('heap_kib'):>15} {span('malloc_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
+            f"{'n/a' if trims is None else trims:>6} {'n/a' if trim_ms is None else f'{trim_ms:.1f}':>8} "
+            f"{r['exit_stats'].get('as_rebuilds', 'n/a'):>11}")
+
+
+def summary(results, cycles):
+    return "\n".join([header(cycles)] + [line(name, r, cycles) for name, r in results.items()])

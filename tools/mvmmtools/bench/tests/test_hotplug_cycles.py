@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import unittest.mock
 from pathlib import Path
 
 from mvmmtools.bench import hotplug
@@ -53,3 +54,23 @@ class CycleLimit(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Streaming(unittest.TestCase):
+    """boot-bench prints a variant's figures when the variant ends, not only when the whole run does."""
+
+    CYCLE = "HP-CYCLE i={i} ms=1500 heap_kib=8 malloc_kib=9 rss_kib=10 fds=17 trims=2 trim_ns=1000\r\n"
+
+    def test_a_variants_line_comes_as_it_ends_and_the_console_is_kept(self):
+        console = ("HP-BENCH-BEGIN mvmm-off\r\n" + "".join(self.CYCLE.format(i=i) for i in range(4)) +
+                   "exit stats: as_rebuilds=12\r\nHP-BENCH-END mvmm-off 0\r\nHP-BENCH-BEGIN qemu\r\n")
+        with tempfile.TemporaryDirectory() as tmp, \
+                unittest.mock.patch("builtins.print") as printed, unittest.mock.patch.object(hotplug, "say"):
+            stream = hotplug.Stream(4, Path(tmp))
+            for at in range(0, len(console), 7):  # chunks that cut lines and markers in two
+                stream(console[at:at + 7].encode())
+            lines = [call.args[0] for call in printed.call_args_list]
+            self.assertEqual(2, len(lines), lines)  # the header, then mvmm-off's line; qemu has not ended
+            self.assertRegex(lines[1], r"^mvmm-off +4 +1500 +1500 +8->8 .* 12$")
+            stream.close()
+            self.assertEqual(console.encode(), (Path(tmp) / "hotplug-console.txt").read_bytes())
