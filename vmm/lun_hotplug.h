@@ -8,8 +8,8 @@
 //       controller's max_target (fixed at start) is refused.
 //   remove-disk {id: "ID:T:L"}
 //       the LUN leaves the table at once and the guest is told (a REMOVED event); its image is
-//       flushed and closed when its last command completes, until then query-disks lists it
-//       as "closing".
+//       flushed and closed (on the controller's closer thread) when its last command completes,
+//       until then query-disks lists it as "closing".
 // Every LUN, from the command line or added, has the id "CONTROLLER:TARGET:LUN".
 #pragma once
 
@@ -54,7 +54,7 @@ class LunHotplug {
   private:
     struct Closing {
         std::string id;
-        std::weak_ptr<const devices::virtio::scsi::Lun> lun;  // expires once closed
+        std::weak_ptr<const void> lun;  // expires once its image is closed
     };
     const Controller& controller(const std::string& id) const;
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -13,6 +14,11 @@ namespace mvmm::devices::block::testing {
 
 class GatedImage final : public DiskImage {
   public:
+    ~GatedImage() override {
+        if (on_close) on_close();
+    }
+    std::function<void()> on_close;  // called as the image closes, on the thread that closes it
+
     const std::string& path() const noexcept override { return path_; }
     ImageFormat format() const noexcept override { return ImageFormat::Raw; }
     uint64_t size() const noexcept override { return 1 << 20; }

@@ -126,19 +126,23 @@ void ScsiController::add_lun(uint8_t target_number, uint16_t lun_number,
     publish_change(std::move(next), target_number, lun_number, VIRTIO_SCSI_EVT_RESET_RESCAN);
 }
 
-std::weak_ptr<const Lun> ScsiController::remove_lun(uint8_t target_number, uint16_t lun_number) {
+std::weak_ptr<const void> ScsiController::remove_lun(uint8_t target_number, uint16_t lun_number) {
     std::lock_guard lock(changes_);
     Targets next = *targets_.load();
     const Target* old = find_target(next, target_number);
     if (!old || !old->find(lun_number))
         throw std::invalid_argument("virtio-scsi: no LUN " + std::to_string(lun_number) +
                                     " on target " + std::to_string(target_number));
-    std::weak_ptr<const Lun> removed = old->share(lun_number);
+    const std::shared_ptr<Lun> held = old->share(lun_number);
+    std::weak_ptr<const void> removed = held->image_open();
     Target remaining = old->without_lun(lun_number);
     // A target with no LUN left is gone: BAD_TARGET, as one that never had any.
     next[target_number] =
         remaining.empty() ? nullptr : std::make_shared<const Target>(std::move(remaining));
     publish_change(std::move(next), target_number, lun_number, VIRTIO_SCSI_EVT_RESET_REMOVED);
+    // No command holds it: it closes here as `held` goes, before the caller hears it is
+    // removed, so that its file may be used again at once.  Else closer_ closes it after them.
+    if (held.use_count() > 1) held->close_on(closer_);
     return removed;
 }
 

@@ -74,10 +74,10 @@ class ScsiController final : public Device {
     void add_lun(const LunConfig& config);
     // The same with a Lun made already (a test's gated image).
     void add_lun(uint8_t target, uint16_t lun, std::shared_ptr<Lun> disk);
-    // Takes the LUN out of the table at once; its image is flushed and closed when the last
-    // command that holds it completes (the weak pointer then expires).  Throws
-    // std::invalid_argument when there is none.
-    std::weak_ptr<const Lun> remove_lun(uint8_t target, uint16_t lun);
+    // Takes the LUN out of the table at once.  Its image is flushed and closed here when no
+    // command holds the LUN, else on the controller's closer thread once the last one completes
+    // (the weak pointer then expires).  Throws std::invalid_argument when there is none.
+    std::weak_ptr<const void> remove_lun(uint8_t target, uint16_t lun);
 
     // Re-reads the image size of the LUN at `target`/`lun` (after the host resized it) and,
     // when it changed, reports CAPACITY DATA HAS CHANGED to the guest's next command there.
@@ -99,6 +99,9 @@ class ScsiController final : public Device {
     ScsiCounters counters_;
     QueueCounters control_counters_;
     std::mutex changes_;  // serializes add_lun and remove_lun
+    // Closes the images of removed LUNs that commands held (Lun::close_on): before the targets
+    // and the queues, so that it outlives their LUNs.
+    block::ImageCloser closer_;
     // Before the targets: the LUNs' IoQueues of a request queue go before its eventfd.
     std::vector<std::unique_ptr<CommandQueue>> commands_;
     TargetTable targets_;

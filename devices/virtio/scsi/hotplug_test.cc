@@ -4,6 +4,12 @@
 #include <gtest/gtest.h>
 #include <linux/virtio_scsi.h>
 
+#include <boost/asio/post.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
 #include "devices/block/gated_image.h"
 #include "devices/virtio/scsi/controller_rig.h"
 
@@ -136,10 +142,14 @@ TEST_F(HotplugTest, TargetsReservesTargetsForLunsAddedLater) {
     EXPECT_THROW(reserved.add_lun({image.path(), 6, false, "past", 4}), std::invalid_argument);
 }
 
+// Its image closes on the controller's closer thread: neither on the I/O thread that completed
+// the command (it serves other LUNs) nor on the thread that removed it.
 TEST_F(HotplugTest, ARemovedLunClosesOnlyAfterItsCommandInFlight) {
     post_event_buffers(1);
+    std::atomic<std::thread::id> closed_on{};
     auto gated = std::make_unique<bt::GatedImage>();
     bt::GatedImage& gate = *gated;
+    gate.on_close = [&] { closed_on = std::this_thread::get_id(); };
     auto lun = std::make_shared<Lun>(LunConfig{"gated", 7, true, "gated"}, std::move(gated));
     std::weak_ptr<const Lun> watched = lun;
     controller->add_lun(0, 7, std::move(lun));
@@ -152,9 +162,23 @@ TEST_F(HotplugTest, ARemovedLunClosesOnlyAfterItsCommandInFlight) {
     gate.open_gate();
     wait_used(++commands);
     EXPECT_EQ(response_of(read).status, 0) << "the command in flight completed";
-    EXPECT_TRUE(watched.expired()) << "closed after it";
+    EXPECT_TRUE(vt::eventually([&] { return watched.expired() && removed.expired(); }))
+        << "closed after it";
+    std::promise<std::thread::id> io_thread_id;
+    boost::asio::post(io, [&] { io_thread_id.set_value(std::this_thread::get_id()); });
+    const std::thread::id io_thread_was = io_thread_id.get_future().get();
+    EXPECT_NE(closed_on.load(), std::thread::id{});
+    EXPECT_NE(closed_on.load(), io_thread_was) << "not on the I/O thread of its last command";
+    EXPECT_NE(closed_on.load(), std::this_thread::get_id());
     EXPECT_EQ(run(address(7), {kTestUnitReady}).sense[12], 0x25) << "LOGICAL UNIT NOT SUPPORTED";
     EXPECT_EQ(event(0).reason, uint32_t(VIRTIO_SCSI_EVT_RESET_RESCAN));
+}
+
+TEST_F(HotplugTest, ARemovedLunNoCommandHoldsIsClosedWhenRemoveReturns) {
+    bt::TempImage image{64 * 1024};
+    controller->add_lun({image.path(), 5, false, "added"});
+    EXPECT_TRUE(controller->remove_lun(0, 5).expired()) << "flushed and closed already";
+    EXPECT_NO_THROW(controller->add_lun({image.path(), 6, false, "again"})) << "its lock is gone";
 }
 
 TEST_F(HotplugTest, EventsWaitForBuffersAndTheDriverLearnsOfThoseDropped) {

@@ -26,7 +26,8 @@ Lun::Lun(const LunConfig& config)
     : Lun(config, block::open_disk_image(config.path, config.read_only, config.image)) {}
 
 Lun::Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image)
-    : image_(std::move(image)),
+    : open_(std::make_shared<const bool>(true)),
+      image_(std::move(image)),
       sizes_(sizes_of(config)),
       read_only_(config.read_only),
       blocks_(image_->size() / sizes_.logical),
@@ -37,6 +38,13 @@ Lun::Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image)
     if (config.serial.size() > kMaxSerialBytes)
         throw std::invalid_argument("LUN serial longer than " + std::to_string(kMaxSerialBytes) +
                                     " bytes");
+}
+
+Lun::~Lun() {
+    if (!closer_) return;  // the members go in reverse order: the image, then `open_`
+    for (auto& io : io_queues_) io.reset();  // before the image they work on
+    closer_->close(std::shared_ptr<const block::DiskImage>(std::move(image_)));
+    closer_->close(std::move(open_));
 }
 
 LunInfo Lun::info() const noexcept {

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "devices/block/disk_image.h"
+#include "devices/block/image_closer.h"
 #include "devices/block/io_queue.h"
 #include "devices/virtio/block_size.h"
 #include "devices/virtio/scsi/cdb.h"
@@ -44,6 +45,17 @@ class Lun {
     explicit Lun(const LunConfig& config);
     // The same on an image opened already (a test's gated image).
     Lun(const LunConfig& config, std::unique_ptr<block::DiskImage> image);
+    // Flushes and closes the image, on this thread unless close_on() said otherwise.
+    ~Lun();
+    Lun(const Lun&) = delete;
+    Lun& operator=(const Lun&) = delete;
+
+    // Expires once the LUN is gone and its image closed (flushed, its fd and lock released).
+    std::weak_ptr<const void> image_open() const noexcept { return open_; }
+    // A removed LUN that commands still hold: whichever thread lets go of it last (a request
+    // queue's, serving other LUNs), its image is flushed and closed on `closer`'s thread, which
+    // must outlive it.  Called by an owner, before it lets go.
+    void close_on(block::ImageCloser& closer) noexcept { closer_ = &closer; }
 
     // A snapshot: the capacity and the write cache may change while commands run.
     LunInfo info() const noexcept;
@@ -97,6 +109,8 @@ class Lun {
 
     enum Attention : uint8_t { kPowerOnOrReset = 1, kCapacityChanged = 2, kLunsChanged = 4 };
 
+    block::ImageCloser* closer_ = nullptr;  // published to the last owner by the refcount
+    std::shared_ptr<const void> open_;      // what image_open() watches; released after the image
     std::unique_ptr<block::DiskImage> image_;
     const BlockSizes sizes_;
     const bool read_only_;
