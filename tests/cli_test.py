@@ -282,4 +282,5 @@ def test_pvm_host_refuses_quickly():
 if __name__ == "__main__":
     os.environ.setdefault("MVMM", "build/vmm/mvmm")
     guest.main([test_help_and_version, test_bad_input_exits_2_with_one_line, test_colour_only_on_a_terminal,
-                test_many_disks_open_under_a_low_soft_file_limit, test_pvm_host_refuses_quickly])
+                test_many_disks_open_under_a_low_soft_file_limit,
+                test_cache_none_opens_a_qcow2_image_and_its_backing_file, test_pvm_host_refuses_quickly])
