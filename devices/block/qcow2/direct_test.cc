@@ -4,6 +4,7 @@
 // ($MVMM_DIRECT_TMPDIR, else /var/tmp): tmpfs takes misaligned O_DIRECT transfers, a disk
 // filesystem refuses them with EINVAL, so a transfer the engine failed to align shows here.
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "base/mapping.h"
+#include "devices/block/direct_io.h"
 #include "devices/block/disk_image.h"
 #include "devices/block/qcow2/test_support.h"
 
@@ -203,6 +205,17 @@ TEST_P(Qcow2DirectTest, ABackingChainIsOpenedWithODirectToo) {
     const auto buffered = open_disk_image(top, true);
     EXPECT_FALSE(open_flags(top).empty());
     EXPECT_FALSE(opened_direct(top)) << "cache=writeback is not O_DIRECT";
+}
+
+TEST(DirectIoTest, AFilesystemWithoutODirectIsNamedAtOpen) {
+    EXPECT_THAT([] { check_direct_open(CacheMode::None, EINVAL, "disk image /x/a.qcow2"); },
+                ::testing::ThrowsMessage<ImageError>(::testing::AllOf(
+                    ::testing::StartsWith("disk image /x/a.qcow2: cache=none: its filesystem"),
+                    ::testing::HasSubstr("tmpfs before Linux 6.6"),
+                    ::testing::HasSubstr("use cache=writeback"))));
+    // Other errors are the open's own; without cache=none EINVAL is not O_DIRECT's.
+    EXPECT_NO_THROW(check_direct_open(CacheMode::None, ENOENT, "disk image /x/a.qcow2"));
+    EXPECT_NO_THROW(check_direct_open(CacheMode::Writeback, EINVAL, "disk image /x/a.qcow2"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Qcow2DirectTest,
