@@ -44,11 +44,12 @@ class HostBuffer {
 
 // An image file and how it must be read and written: with cache=none (O_DIRECT) every
 // transfer's offset, lengths and buffer addresses are multiples of alignment().  Transfers
-// that are (guest data the queues aligned, tables in the caches' memory) go straight to the
-// file; the rest (header fields, L1 and refcount table entries, compressed clusters, tables
-// read at open) move through the file's own bounce buffer: the aligned blocks around them are
-// read, and for writes patched and written back (the metadata lock keeps two writers off one
-// block; metadata and data never share one, as alignment() <= 512 <= the cluster size).
+// that are (guest data the queues aligned, tables in the caches' memory, scratch.h's buffers)
+// go straight to the file; the rest (header fields, L1 and refcount table entries, tables
+// read at open, a raw backing file's last block) move through the file's own bounce buffer:
+// the aligned blocks around them are read, and for writes patched and written back (the
+// metadata lock keeps two writers off one block; metadata and data never share one, as
+// alignment() <= 512 <= the cluster size).
 class ImageFile {
   public:
     // `alignment`: 1 for a file opened without O_DIRECT.  Throws std::system_error when the
