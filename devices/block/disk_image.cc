@@ -62,12 +62,8 @@ std::unique_ptr<DiskImage> open_disk_image(const std::string& path, bool read_on
     ImageFormat format = options.format;
     if (format == ImageFormat::Auto)
         format = starts_like_qcow2(path) ? ImageFormat::Qcow2 : ImageFormat::Raw;
-    if (format == ImageFormat::Qcow2 && options.cache == CacheMode::None)
-        throw ImageError("disk image " + path +
-                         ": cache=none is for raw images (a qcow2 image's metadata goes through "
-                         "the page cache); use cache=writeback");
     if (format == ImageFormat::Qcow2)
-        return qcow2::Qcow2Image::open(path, read_only, options.qcow2);
+        return qcow2::Qcow2Image::open(path, read_only, options.qcow2, options.cache);
     return RawImage::open(path, read_only, options.cache);
 }
 

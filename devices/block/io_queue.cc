@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include "devices/block/direct_io.h"
+
 namespace mvmm::devices::block {
 namespace {
 
@@ -15,16 +17,6 @@ constexpr uint64_t kBounceWindow = 64 * 1024;
 
 bool is_transfer(IoOp::Kind kind) {
     return kind == IoOp::Kind::Read || kind == IoOp::Kind::Write;
-}
-
-bool aligned(const GuestBuffers& buffers, size_t alignment) {
-    for (const GuestBuffers::Part piece : buffers) {
-        const iovec iov = piece.as_iovec();
-        if (reinterpret_cast<uintptr_t>(iov.iov_base) % alignment != 0 ||
-            iov.iov_len % alignment != 0)
-            return false;
-    }
-    return true;
 }
 
 std::span<uint8_t> bounce_bytes(const IoRequest::Flight& flight, uint64_t length) {

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/mapping.h"
+#include "devices/block/direct_io.h"
 
 namespace mvmm::devices::block {
 namespace {
@@ -80,41 +81,14 @@ uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
     return size;
 }
 
-// The largest alignment O_DIRECT asks of buffer addresses, lengths and file offsets; the
-// queues bounce buffers that miss it, while offsets are whole 512-byte sectors, so a file that
-// needs more (a 4 KiB-sector disk) cannot be used with cache=none.
-size_t direct_io_alignment(int fd, const struct stat& st, const std::string& path) {
-    struct statx sx {};
-    size_t memory = kImageBlockSize, offset = kImageBlockSize;  // what filesystems ask
-    if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
-        (sx.stx_mask & STATX_DIOALIGN)) {
-        memory = sx.stx_dio_mem_align;
-        offset = sx.stx_dio_offset_align;
-    } else if (int sector = 0; S_ISBLK(st.st_mode) && ::ioctl(fd, BLKSSZGET, &sector) == 0) {
-        memory = offset = static_cast<size_t>(sector);
-    }
-    if (offset == 0)
-        fail_open(path,
-                  "cache=none: its filesystem does not support O_DIRECT; use "
-                  "cache=writeback");
-    if (offset > kImageBlockSize)
-        fail_open(path, "cache=none: O_DIRECT needs " + std::to_string(offset) +
-                            "-byte aligned offsets here, more than a 512-byte sector; use "
-                            "cache=writeback");
-    return std::max({memory, offset, size_t{1}});
-}
-
 Fd open_file(const std::string& path, bool ro, CacheMode cache) {
     // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
-    const int flags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
-                      (cache == CacheMode::None ? O_DIRECT : 0);
+    const int flags =
+        (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | cache_open_flags(cache);
     Fd fd(::open(path.c_str(), flags));
     if (fd.valid()) return fd;
     const int error = errno;
-    if (cache == CacheMode::None && error == EINVAL)
-        fail_open(path,
-                  "cache=none: its filesystem does not support O_DIRECT (tmpfs before "
-                  "Linux 6.6 does not); use cache=writeback");
+    check_direct_open(cache, error, "disk image " + path);
     std::string why = std::string("cannot open ") + (ro ? "read-only" : "read-write") + ": " +
                       std::strerror(error);
     if (!ro && (error == EACCES || error == EROFS || error == EPERM))
@@ -156,7 +130,8 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro, Cache
                             ? "is in use (given twice, or locked by another process)"
                             : std::string("cannot lock: ") + std::strerror(errno));
     if (!ro) zero_source();  // now, not on an I/O thread
-    const size_t alignment = cache == CacheMode::None ? direct_io_alignment(fd.get(), st, path) : 1;
+    const size_t alignment =
+        cache == CacheMode::None ? direct_io_alignment(fd.get(), st, "disk image " + path) : 1;
     return std::make_unique<RawImage>(Opened{}, path, std::move(fd), size, ro, alignment);
 }
 

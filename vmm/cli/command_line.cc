@@ -43,8 +43,9 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
     app.add_option("--disk", raw.disks,
                    "a virtio-blk disk: path=FILE[,readonly=on][,serial=S][,queues=N (default: one "
                    "per vCPU)]"
-                   "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; raw "
-                   "images)][,aio=io_uring|threads|sync (default: io_uring where the kernel has "
+                   "[,queue-size=N][,bus=rootport|root][,cache=writeback|none (O_DIRECT; for a "
+                   "qcow2 image its backing files too)][,aio=io_uring|threads|sync (default: "
+                   "io_uring where the kernel has "
                    "it)], or a LUN of a SCSI controller: "
                    "path=FILE,controller=ID[,target=T][,lun=N][,readonly=on][,serial=S]"
                    "[,cache=writeback|none][,aio=io_uring|threads|sync]; both "

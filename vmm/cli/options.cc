@@ -76,8 +76,8 @@ devices::block::ImageOptions image_options(const OptionParser& parser) {
     return options;
 }
 
-// cache=writeback|none: O_DIRECT is for raw images, whose queues (virtio-blk's, a SCSI
-// LUN's) bounce the buffers it cannot take (open_disk_image refuses qcow2 images with it).
+// cache=writeback|none: O_DIRECT for the image (and a qcow2 image's backing files); the queues
+// (virtio-blk's, a SCSI LUN's) bounce the guest buffers it cannot take.
 devices::block::CacheMode cache_mode(const OptionParser& parser) {
     using devices::block::CacheMode;
     return parser.choice("cache", {{"writeback", CacheMode::Writeback}, {"none", CacheMode::None}},

@@ -9,16 +9,17 @@ namespace {
 
 class RawBacking final : public BackingFile {
   public:
-    RawBacking(Fd fd, uint64_t size) : fd_(std::move(fd)), size_(size) {}
+    RawBacking(std::unique_ptr<ImageFile> file, uint64_t size)
+        : file_(std::move(file)), size_(size) {}
     uint64_t size() const override { return size_; }
     IoResult read(uint64_t offset, const GuestBuffers& into) const override {
-        return read_exact(fd_.get(), offset, into);
+        return file_->read(offset, into);
     }
     size_t clean_idle(std::chrono::steady_clock::time_point) override { return 0; }
     void add_stats(CacheStats&) const override {}
 
   private:
-    Fd fd_;
+    std::unique_ptr<ImageFile> file_;
     uint64_t size_;
 };
 
@@ -69,16 +70,16 @@ std::unique_ptr<BackingFile> open_backing(const std::string& overlay_path, const
             fail_open(label, "its format '" + format + "' is not supported (qcow2 and raw are)");
     }
     uint64_t size = 0;
-    Fd fd = open_image_file(path, label, true, chain, size);
+    auto file = open_image_file(path, label, true, chain, size);
     if (!kind) {
         uint8_t magic[4] = {};
-        auto read = read_to_end(fd.get(), 0, magic);
+        auto read = file->read_to_end(0, magic);
         if (!read) fail_open(label, "cannot read it: " + read.error().message());
         kind = probe_format(std::span(magic).first(*read));
     }
-    if (*kind == ImageFormat::Raw) return std::make_unique<RawBacking>(std::move(fd), size);
+    if (*kind == ImageFormat::Raw) return std::make_unique<RawBacking>(std::move(file), size);
     return std::make_unique<Qcow2Backing>(
-        make_engine(path, label, std::move(fd), size, true, options, chain));
+        make_engine(path, label, std::move(file), size, true, options, chain));
 }
 
 }  // namespace mvmm::devices::block::qcow2

@@ -38,6 +38,8 @@ class BackingFile {
 struct Chain {
     std::string top;  // the path the owner opened, for messages
     std::vector<std::pair<dev_t, ino_t>> files;
+    CacheMode cache = CacheMode::Writeback;  // every file of the chain is opened so, as in QEMU
+    size_t alignment = 1;                    // the largest ImageFile::alignment() of its files
 };
 
 // QEMU's path_combine: an absolute name as it is, a relative one from the overlay's directory.

@@ -15,10 +15,10 @@ bool continues(const L2Entry& first, const L2Entry& next, uint64_t k, const Geom
 
 }  // namespace
 
-ClusterMap::ClusterMap(int fd, const Geometry& geometry, uint64_t l1_offset,
+ClusterMap::ClusterMap(const ImageFile& file, const Geometry& geometry, uint64_t l1_offset,
                        std::vector<uint64_t> l1, TableCache& l2_cache, TableCache& refcount_cache,
                        Refcounts& refcounts)
-    : fd_(fd),
+    : file_(file),
       geometry_(geometry),
       l1_offset_(l1_offset),
       l1_(std::move(l1)),
@@ -113,8 +113,8 @@ void ClusterMap::set_entries(TableCache::Table& table, uint64_t offset, uint64_t
 IoResult ClusterMap::write_l1_entry(uint64_t index) {
     uint8_t entry[8];
     store_be64(entry, 0, l1_[index]);
-    if (auto written = write_exact(fd_, l1_offset_ + index * 8, entry); !written) return written;
-    return sync_data(fd_);
+    if (auto written = file_.write(l1_offset_ + index * 8, entry); !written) return written;
+    return file_.sync();
 }
 
 }  // namespace mvmm::devices::block::qcow2

@@ -40,8 +40,9 @@ struct Extent {
 class ClusterMap {
   public:
     // `l1` in host order, each entry checked (parse_l1_table).
-    ClusterMap(int fd, const Geometry& geometry, uint64_t l1_offset, std::vector<uint64_t> l1,
-               TableCache& l2_cache, TableCache& refcount_cache, Refcounts& refcounts);
+    ClusterMap(const ImageFile& file, const Geometry& geometry, uint64_t l1_offset,
+               std::vector<uint64_t> l1, TableCache& l2_cache, TableCache& refcount_cache,
+               Refcounts& refcounts);
 
     // The run from guest `offset`, at most `length` bytes: EIO for an entry no correct image
     // holds, or one that points past the clusters the file has.
@@ -63,7 +64,7 @@ class ClusterMap {
                                                    uint64_t clusters);
     IoResult write_l1_entry(uint64_t index);
 
-    int fd_;
+    const ImageFile& file_;
     Geometry geometry_;
     uint64_t l1_offset_;
     std::vector<uint64_t> l1_;

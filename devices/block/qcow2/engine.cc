@@ -7,6 +7,12 @@
 #include "devices/block/qcow2/compressed.h"
 
 namespace mvmm::devices::block::qcow2 {
+namespace {
+
+// Requests of one image that copy-on-write or inflate at once; more wait for a slot.
+constexpr uint32_t kScratchSlots = 8;
+
+}  // namespace
 
 size_t l2_cache_tables(const Qcow2Options& options, const Geometry& geometry,
                        uint64_t virtual_size) {
@@ -23,22 +29,24 @@ size_t refcount_cache_tables(const Qcow2Options& options, const Geometry& geomet
                               kMinRefcountCacheTables);
 }
 
-Engine::Engine(Fd fd, const Header& header, Tables tables, uint64_t file_size, bool read_only,
-               const Qcow2Options& options, std::unique_ptr<BackingFile> backing)
-    : fd_(std::move(fd)),
+Engine::Engine(std::unique_ptr<ImageFile> file, const Header& header, Tables tables,
+               uint64_t file_size, bool read_only, const Qcow2Options& options,
+               std::unique_ptr<BackingFile> backing)
+    : file_(std::move(file)),
       geometry_(header.geometry),
       size_(header.size / kSectorSize * kSectorSize),
       read_only_(read_only),
       backing_(std::move(backing)),
       clean_interval_(options.cache_clean_interval),
-      l2_cache_(fd_.get(), geometry_.cluster_size(),
-                l2_cache_tables(options, geometry_, header.size), options.cache_alloc),
-      refcount_cache_(fd_.get(), geometry_.cluster_size(),
-                      refcount_cache_tables(options, geometry_), options.cache_alloc),
-      refcounts_(fd_.get(), geometry_, header.refcount_table_offset,
-                 std::move(tables.refcount_table), refcount_cache_, file_size),
-      map_(fd_.get(), geometry_, header.l1_table_offset, std::move(tables.l1), l2_cache_,
-           refcount_cache_, refcounts_) {
+      l2_cache_(*file_, geometry_.cluster_size(), l2_cache_tables(options, geometry_, header.size),
+                options.cache_alloc),
+      refcount_cache_(*file_, geometry_.cluster_size(), refcount_cache_tables(options, geometry_),
+                      options.cache_alloc),
+      refcounts_(*file_, geometry_, header.refcount_table_offset, std::move(tables.refcount_table),
+                 refcount_cache_, file_size),
+      map_(*file_, geometry_, header.l1_table_offset, std::move(tables.l1), l2_cache_,
+           refcount_cache_, refcounts_),
+      scratch_(geometry_.cluster_size(), file_->alignment(), kScratchSlots) {
     if (read_only_) return;
     constexpr size_t kZeroBytes = 1 << 20;
     void* zeroes = ::mmap(nullptr, kZeroBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -71,7 +79,7 @@ std::optional<std::string> Engine::prepare_for_writes(const Header& header) {
     // clears the respective bits from this field first" (the spec): we know none.
     if (header.autoclear_features != 0) {
         uint8_t zero[8] = {};
-        if (!write_exact(fd_.get(), kAutoclearFeaturesField, zero) || !sync_data(fd_.get()))
+        if (!file_->write(kAutoclearFeaturesField, zero) || !file_->sync())
             return "cannot clear its autoclear features";
     }
     return std::nullopt;
@@ -97,7 +105,8 @@ IoResult Engine::read(uint64_t offset, const GuestBuffers& into) {
     return Ok{};
 }
 
-IoResult Engine::read_extent(const Extent& run, uint64_t guest, const GuestBuffers& into) {
+IoResult Engine::read_extent(const Extent& run, uint64_t guest, const GuestBuffers& into,
+                             const ScratchPool::Lease* scratch) {
     if (into.empty()) return Ok{};
     switch (run.first.kind) {
         case ClusterKind::Unallocated:
@@ -106,23 +115,34 @@ IoResult Engine::read_extent(const Extent& run, uint64_t guest, const GuestBuffe
             fill_zero(into);
             return Ok{};
         case ClusterKind::Data:
-            return read_exact(fd_.get(), run.host_offset(geometry_, guest), into);
-        case ClusterKind::Compressed:
-            return read_compressed(run.first, geometry_.offset_in_cluster(guest), into);
+            return file_->read(run.host_offset(geometry_, guest), into);
+        case ClusterKind::Compressed: {
+            const uint64_t in_cluster = geometry_.offset_in_cluster(guest);
+            if (scratch) return read_compressed(run.first, in_cluster, into, *scratch);
+            const ScratchPool::Lease lease = scratch_.acquire();
+            return read_compressed(run.first, in_cluster, into, lease);
+        }
     }
     return io_error();
 }
 
 IoResult Engine::read_compressed(const L2Entry& entry, uint64_t in_cluster,
-                                 const GuestBuffers& into) {
-    // Bounded by the descriptor: at most two clusters in, one out.
-    std::vector<uint8_t> compressed(entry.compressed_bytes);
-    std::vector<uint8_t> cluster(geometry_.cluster_size());
-    auto got = read_to_end(fd_.get(), entry.host_offset, compressed);
+                                 const GuestBuffers& into, const ScratchPool::Lease& scratch) {
+    // Bounded by the descriptor: at most two clusters in, read as the aligned blocks around
+    // them (O_DIRECT), one cluster out.
+    const uint64_t alignment = file_->alignment();
+    const uint64_t start = entry.host_offset / alignment * alignment;
+    const uint64_t skip = entry.host_offset - start;
+    const uint64_t span = (skip + entry.compressed_bytes + alignment - 1) / alignment * alignment;
+    if (span > scratch.compressed().size()) return io_error();
+    auto got = file_->read_to_end(start, scratch.compressed().first(span));
     if (!got) return Unexpected{got.error()};
-    if (auto inflated = inflate_cluster(std::span(compressed).first(*got), cluster); !inflated)
+    const uint64_t bytes = *got > skip ? std::min(*got - skip, entry.compressed_bytes) : 0;
+    const std::span<uint8_t> cluster = scratch.cluster().first(geometry_.cluster_size());
+    if (auto inflated = inflate_cluster(scratch.compressed().subspan(skip, bytes), cluster);
+        !inflated)
         return inflated;
-    into.copy_from(0, std::span(cluster).subspan(in_cluster, into.size()));
+    into.copy_from(0, cluster.subspan(in_cluster, into.size()));
     return Ok{};
 }
 
@@ -141,7 +161,7 @@ IoResult Engine::flush_metadata() {
     // refcounts (after the L2 tables that dropped references, if they wait for them).
     if (auto written = l2_cache_.write_dirty(); !written) return written;
     if (auto written = refcount_cache_.write_dirty(); !written) return written;
-    if (auto synced = sync_data(fd_.get()); !synced) return synced;
+    if (auto synced = file_->sync(); !synced) return synced;
     refcounts_.end_quarantine();
     return Ok{};
 }

@@ -24,6 +24,7 @@
 #include "devices/block/qcow2/header.h"
 #include "devices/block/qcow2/options.h"
 #include "devices/block/qcow2/refcounts.h"
+#include "devices/block/qcow2/scratch.h"
 #include "devices/block/qcow2/table_cache.h"
 
 namespace mvmm::devices::block::qcow2 {
@@ -39,8 +40,8 @@ class Engine {
         std::vector<uint64_t> l1;
         std::vector<uint64_t> refcount_table;
     };
-    Engine(Fd fd, const Header& header, Tables tables, uint64_t file_size, bool read_only,
-           const Qcow2Options& options, std::unique_ptr<BackingFile> backing);
+    Engine(std::unique_ptr<ImageFile> file, const Header& header, Tables tables, uint64_t file_size,
+           bool read_only, const Qcow2Options& options, std::unique_ptr<BackingFile> backing);
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
@@ -50,6 +51,7 @@ class Engine {
 
     uint64_t size() const { return size_; }
     bool read_only() const { return read_only_; }
+    const ImageFile& file() const { return *file_; }
 
     IoResult read(uint64_t offset, const GuestBuffers& into);
     IoResult write(uint64_t offset, const GuestBuffers& from);
@@ -79,8 +81,11 @@ class Engine {
     enum class ZeroMode { Discard, WriteZeroes, WriteZeroesUnmap };
 
     IoResult check_range(uint64_t offset, uint64_t length) const;
-    IoResult read_extent(const Extent& run, uint64_t guest, const GuestBuffers& into);
-    IoResult read_compressed(const L2Entry& entry, uint64_t in_cluster, const GuestBuffers& into);
+    // `scratch`: the caller's lease, for a compressed run (else one is taken).
+    IoResult read_extent(const Extent& run, uint64_t guest, const GuestBuffers& into,
+                         const ScratchPool::Lease* scratch = nullptr);
+    IoResult read_compressed(const L2Entry& entry, uint64_t in_cluster, const GuestBuffers& into,
+                             const ScratchPool::Lease& scratch);
     IoResult read_backing(uint64_t guest, const GuestBuffers& into);
     bool in_flight(uint64_t begin, uint64_t end) const;
     uint64_t enter_flight(const Extent& run);
@@ -97,7 +102,7 @@ class Engine {
     Result<uint64_t, std::error_code> zero_run(uint64_t offset, uint64_t end, ZeroMode mode);
     IoResult flush_metadata();
 
-    Fd fd_;
+    std::unique_ptr<ImageFile> file_;
     Geometry geometry_;
     uint64_t size_;
     bool read_only_;
@@ -111,6 +116,7 @@ class Engine {
     Refcounts refcounts_;
     ClusterMap map_;
     std::vector<InFlight> in_flight_;
+    ScratchPool scratch_;  // taken without mutex_
     uint64_t flights_ = 0;
     std::optional<std::chrono::steady_clock::time_point> last_clean_;
     bool flush_failed_ = false;

@@ -48,8 +48,8 @@ Written Engine::write_run(uint64_t offset, const GuestBuffers& from) {
             // In flight too: a discard must not free the clusters under the write.
             const uint64_t flight = enter_flight(*run);
             lock.unlock();
-            const IoResult written = write_exact(fd_.get(), run->host_offset(geometry_, offset),
-                                                 {from.slice(0, run->length)});
+            const IoResult written =
+                file_->write(run->host_offset(geometry_, offset), {from.slice(0, run->length)});
             lock.lock();
             leave_flight(flight);
             if (!written) return Unexpected{written.error()};
@@ -79,15 +79,16 @@ Written Engine::allocate_run(Lock& lock, Extent run, const GuestBuffers& from) {
     lock.unlock();
 
     const uint64_t data_end = run.guest_offset + run.length;
-    std::vector<uint8_t> head(run.guest_offset - begin), tail(begin + count * cs - data_end);
-    const HostBuffer head_buffer(head), tail_buffer(tail);
-    IoResult done = read_extent(run, begin, head_buffer.buffers());
-    if (done) done = read_extent(run, data_end, tail_buffer.buffers());
-    if (done)
-        done =
-            write_exact(fd_.get(), host,
-                        {head_buffer.buffers(), from.slice(0, run.length), tail_buffer.buffers()});
-
+    IoResult done = Ok{};
+    {
+        const ScratchPool::Lease scratch = scratch_.acquire();  // not under the lock
+        const HostBuffer head(scratch.head().first(run.guest_offset - begin));
+        const HostBuffer tail(scratch.tail().first(begin + count * cs - data_end));
+        done = read_extent(run, begin, head.buffers(), &scratch);
+        if (done) done = read_extent(run, data_end, tail.buffers(), &scratch);
+        if (done)
+            done = file_->write(host, {head.buffers(), from.slice(0, run.length), tail.buffers()});
+    }
     lock.lock();
     if (done) done = link(run, host);
     if (!done) (void)refcounts_.unallocate(host, count);  // nothing points at them

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "devices/block/direct_io.h"
 #include "devices/block/disk_image.h"
 
 namespace mvmm::devices::block::qcow2 {
@@ -15,33 +16,33 @@ namespace {
 constexpr uint64_t kHeaderPeek = 4096;  // holds the header and, mostly, the extensions
 constexpr uint64_t kMaxCacheTables = uint64_t{1} << 24;
 
-std::vector<uint8_t> read_or_fail(int fd, uint64_t offset, uint64_t bytes, const std::string& label,
-                                  const char* what) {
+std::vector<uint8_t> read_or_fail(const ImageFile& file, uint64_t offset, uint64_t bytes,
+                                  const std::string& label, const char* what) {
     std::vector<uint8_t> data(bytes);
-    if (auto read = read_exact(fd, offset, data); !read)
+    if (auto read = file.read(offset, data); !read)
         fail_open(label, std::string("cannot read the ") + what + ": " + read.error().message());
     return data;
 }
 
-Header read_header(int fd, uint64_t file_size, const std::string& label) {
+Header read_header(const ImageFile& file, uint64_t file_size, const std::string& label) {
     std::vector<uint8_t> first =
-        read_or_fail(fd, 0, std::min(file_size, kHeaderPeek), label, "header");
+        read_or_fail(file, 0, std::min(file_size, kHeaderPeek), label, "header");
     // The extensions and the backing file name may reach to the end of the first cluster.
     if (const auto cluster = peek_cluster_size(first); cluster && *cluster > first.size())
-        first = read_or_fail(fd, 0, std::min(file_size, *cluster), label, "header");
+        first = read_or_fail(file, 0, std::min(file_size, *cluster), label, "header");
     auto header = parse_header(first, file_size);
     if (!header) fail_open(label, header.error());
     return std::move(header.value());
 }
 
-Engine::Tables read_tables(int fd, const Header& header, uint64_t file_size,
+Engine::Tables read_tables(const ImageFile& file, const Header& header, uint64_t file_size,
                            const std::string& label) {
     const auto l1_bytes =
-        read_or_fail(fd, header.l1_table_offset, uint64_t{header.l1_size} * 8, label, "L1 table");
+        read_or_fail(file, header.l1_table_offset, uint64_t{header.l1_size} * 8, label, "L1 table");
     auto l1 = parse_l1_table(l1_bytes, header.geometry, file_size);
     if (!l1) fail_open(label, l1.error());
     const auto refcount_bytes =
-        read_or_fail(fd, header.refcount_table_offset,
+        read_or_fail(file, header.refcount_table_offset,
                      uint64_t{header.refcount_table_clusters} * header.geometry.cluster_size(),
                      label, "refcount table");
     auto refcounts = parse_refcount_table(refcount_bytes, header.geometry, file_size);
@@ -61,13 +62,14 @@ void fail_open(const std::string& label, const std::string& why) {
     throw ImageError(label + ": " + why);
 }
 
-Fd open_image_file(const std::string& path, const std::string& label, bool read_only, Chain& chain,
-                   uint64_t& size) {
+std::unique_ptr<ImageFile> open_image_file(const std::string& path, const std::string& label,
+                                           bool read_only, Chain& chain, uint64_t& size) {
     // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
-    Fd fd(
-        ::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    Fd fd(::open(path.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                   cache_open_flags(chain.cache)));
     if (!fd.valid()) {
         const int error = errno;
+        check_direct_open(chain.cache, error, label);
         std::string why = std::string("cannot open ") + (read_only ? "read-only" : "read-write") +
                           ": " + std::strerror(error);
         if (!read_only && (error == EACCES || error == EROFS || error == EPERM))
@@ -94,23 +96,30 @@ Fd open_image_file(const std::string& path, const std::string& label, bool read_
     if (chain.files.empty()) chain.top = path;
     chain.files.push_back(identity);
     size = static_cast<uint64_t>(st.st_size);
-    return fd;
+    const size_t alignment =
+        chain.cache == CacheMode::None ? direct_io_alignment(fd.get(), st, label) : 1;
+    chain.alignment = std::max(chain.alignment, alignment);
+    try {
+        return std::make_unique<ImageFile>(std::move(fd), alignment);
+    } catch (const std::system_error& e) {  // the bounce buffer's mapping
+        fail_open(label, e.what());
+    }
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& path, const std::string& label, Fd fd,
-                                    uint64_t file_size, bool read_only, const Qcow2Options& options,
-                                    Chain& chain) {
-    const Header header = read_header(fd.get(), file_size, label);
+std::unique_ptr<Engine> make_engine(const std::string& path, const std::string& label,
+                                    std::unique_ptr<ImageFile> file, uint64_t file_size,
+                                    bool read_only, const Qcow2Options& options, Chain& chain) {
+    const Header header = read_header(*file, file_size, label);
     if (auto why = unsupported_feature(header, !read_only)) fail_open(label, *why);
     check_options(options, header, label);
-    Engine::Tables tables = read_tables(fd.get(), header, file_size, label);
+    Engine::Tables tables = read_tables(*file, header, file_size, label);
     std::unique_ptr<BackingFile> backing;
     if (!header.backing_file.empty())
         backing = open_backing(path, header.backing_file, header.backing_format, options, chain);
 
     std::unique_ptr<Engine> engine;
     try {
-        engine = std::make_unique<Engine>(std::move(fd), header, std::move(tables), file_size,
+        engine = std::make_unique<Engine>(std::move(file), header, std::move(tables), file_size,
                                           read_only, options, std::move(backing));
     } catch (const std::system_error& e) {  // the caches' mappings
         fail_open(label, e.what());

@@ -16,14 +16,15 @@ namespace mvmm::devices::block::qcow2 {
 // `label` names the file in messages: "disk image PATH", or "disk image TOP: backing file PATH".
 [[noreturn]] void fail_open(const std::string& label, const std::string& why);
 
-// Opens a regular file read-only (locked shared) or read-write (locked exclusive) and adds it
-// to `chain`, refusing a loop and a chain deeper than kMaxBackingChain; sets `size`.
-Fd open_image_file(const std::string& path, const std::string& label, bool read_only, Chain& chain,
-                   uint64_t& size);
+// Opens a regular file read-only (locked shared) or read-write (locked exclusive), with O_DIRECT
+// when the chain's cache is none, and adds it to `chain`, refusing a loop and a chain deeper
+// than kMaxBackingChain; sets `size`.
+std::unique_ptr<ImageFile> open_image_file(const std::string& path, const std::string& label,
+                                           bool read_only, Chain& chain, uint64_t& size);
 
 // The qcow2 image in `fd` (and its backing chain), checked and ready.
-std::unique_ptr<Engine> make_engine(const std::string& path, const std::string& label, Fd fd,
-                                    uint64_t file_size, bool read_only, const Qcow2Options& options,
-                                    Chain& chain);
+std::unique_ptr<Engine> make_engine(const std::string& path, const std::string& label,
+                                    std::unique_ptr<ImageFile> file, uint64_t file_size,
+                                    bool read_only, const Qcow2Options& options, Chain& chain);
 
 }  // namespace mvmm::devices::block::qcow2

@@ -9,19 +9,21 @@
 namespace mvmm::devices::block::qcow2 {
 
 std::unique_ptr<Qcow2Image> Qcow2Image::open(const std::string& path, bool read_only,
-                                             const Qcow2Options& options) {
+                                             const Qcow2Options& options, CacheMode cache) {
     const std::string label = "disk image " + path;
     Chain chain;
+    chain.cache = cache;
     uint64_t file_size = 0;
-    Fd fd = open_image_file(path, label, read_only, chain, file_size);
-    auto engine = make_engine(path, label, std::move(fd), file_size, read_only, options, chain);
-    return std::make_unique<Qcow2Image>(Opened{}, path, std::move(engine));
+    auto file = open_image_file(path, label, read_only, chain, file_size);
+    auto engine = make_engine(path, label, std::move(file), file_size, read_only, options, chain);
+    return std::make_unique<Qcow2Image>(Opened{}, path, std::move(engine), chain.alignment);
 }
 
-Qcow2Image::Qcow2Image(Opened, std::string path, std::unique_ptr<Engine> engine)
+Qcow2Image::Qcow2Image(Opened, std::string path, std::unique_ptr<Engine> engine, size_t alignment)
     : path_(std::move(path)),
       size_(engine->size()),
       read_only_(engine->read_only()),
+      alignment_(alignment),
       engine_(std::move(engine)) {}
 
 Qcow2Image::~Qcow2Image() {

@@ -20,11 +20,12 @@ class Qcow2Image final : public DiskImage {
 
   public:
     // Opens `path` and its backing files, checks them and locks them (the image exclusive
-    // unless read-only, backing files shared).  Throws ImageError naming the file and what is
-    // wrong.
+    // unless read-only, backing files shared); cache=none opens them all with O_DIRECT.
+    // Throws ImageError naming the file and what is wrong.
     static std::unique_ptr<Qcow2Image> open(const std::string& path, bool read_only,
-                                            const Qcow2Options& options = {});
-    Qcow2Image(Opened, std::string path, std::unique_ptr<Engine> engine);
+                                            const Qcow2Options& options = {},
+                                            CacheMode cache = CacheMode::Writeback);
+    Qcow2Image(Opened, std::string path, std::unique_ptr<Engine> engine, size_t alignment);
 
     // Writes what the caches hold and syncs a writable image; a failure is logged.
     ~Qcow2Image() override;
@@ -57,11 +58,14 @@ class Qcow2Image final : public DiskImage {
     // cache-clean-interval; calls between two cleanings only look at the clock.
     size_t clean_idle(std::chrono::steady_clock::time_point now) override;
     std::chrono::seconds cache_clean_interval() const noexcept override;
+    // cache=none: the largest O_DIRECT alignment of the chain's files, else 1.
+    size_t buffer_alignment() const noexcept override { return alignment_; }
 
   private:
     std::string path_;
     uint64_t size_;
     bool read_only_;
+    size_t alignment_;
     std::unique_ptr<Engine> engine_;
 };
 

@@ -15,9 +15,9 @@ Unexpected<std::error_code> fail(std::errc error = std::errc::io_error) {
 
 }  // namespace
 
-Refcounts::Refcounts(int fd, const Geometry& geometry, uint64_t table_offset,
+Refcounts::Refcounts(const ImageFile& file, const Geometry& geometry, uint64_t table_offset,
                      std::vector<uint64_t> table, TableCache& blocks, uint64_t file_size)
-    : fd_(fd),
+    : file_(file),
       geometry_(geometry),
       table_offset_(table_offset),
       table_(std::move(table)),
@@ -158,12 +158,12 @@ IoResult Refcounts::create_block(uint64_t block_index, uint64_t cluster) {
     std::vector<uint8_t> block(geometry_.cluster_size());
     set_refcount(block, cluster % geometry_.refcounts_per_block(), geometry_.refcount_order, 1);
     blocks_.forget(offset);
-    if (auto r = write_exact(fd_, offset, block); !r) return r;
-    if (auto r = sync_data(fd_); !r) return r;
+    if (auto r = file_.write(offset, block); !r) return r;
+    if (auto r = file_.sync(); !r) return r;
     uint8_t entry[8];
     store_be64(entry, 0, offset);
-    if (auto r = write_exact(fd_, table_offset_ + block_index * 8, entry); !r) return r;
-    if (auto r = sync_data(fd_); !r) return r;
+    if (auto r = file_.write(table_offset_ + block_index * 8, entry); !r) return r;
+    if (auto r = file_.sync(); !r) return r;
     table_[block_index] = offset;
     end_ = std::max(end_, cluster + 1);
     return Ok{};
@@ -204,15 +204,15 @@ IoResult Refcounts::grow_table(uint64_t block_index) {
     for (size_t i = 0; i < table.size(); ++i) store_be64(table_bytes, i * 8, table[i]);
 
     const uint64_t table_offset = (area + blocks) * cs;
-    if (auto r = write_exact(fd_, area * cs, new_blocks); !r) return r;
-    if (auto r = write_exact(fd_, table_offset, table_bytes); !r) return r;
-    if (auto r = sync_data(fd_); !r) return r;
+    if (auto r = file_.write(area * cs, new_blocks); !r) return r;
+    if (auto r = file_.write(table_offset, table_bytes); !r) return r;
+    if (auto r = file_.sync(); !r) return r;
     // One write switches the header to the new table (offset and cluster count side by side).
     uint8_t fields[12];
     store_be64(fields, 0, table_offset);
     store_be32(fields, 8, static_cast<uint32_t>(table_clusters));
-    if (auto r = write_exact(fd_, kRefcountTableOffsetField, fields); !r) return r;
-    if (auto r = sync_data(fd_); !r) return r;
+    if (auto r = file_.write(kRefcountTableOffsetField, fields); !r) return r;
+    if (auto r = file_.sync(); !r) return r;
 
     const uint64_t old_offset = table_offset_, old_bytes = table_.size() * 8;
     table_ = std::move(table);

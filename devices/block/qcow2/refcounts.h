@@ -23,8 +23,8 @@ namespace mvmm::devices::block::qcow2 {
 class Refcounts {
   public:
     // `table` in host order, each entry checked (parse_refcount_table); `file_size` in bytes.
-    Refcounts(int fd, const Geometry& geometry, uint64_t table_offset, std::vector<uint64_t> table,
-              TableCache& blocks, uint64_t file_size);
+    Refcounts(const ImageFile& file, const Geometry& geometry, uint64_t table_offset,
+              std::vector<uint64_t> table, TableCache& blocks, uint64_t file_size);
 
     Result<uint64_t, std::error_code> get(uint64_t cluster);
     // Whether every cluster overlapping [offset, offset + bytes) has a reference.
@@ -61,7 +61,7 @@ class Refcounts {
     IoResult grow_table(uint64_t block_index);
     uint64_t max_clusters() const;
 
-    int fd_;
+    const ImageFile& file_;
     Geometry geometry_;
     uint64_t table_offset_;
     std::vector<uint64_t> table_;

@@ -12,8 +12,8 @@ TableCache::Table::~Table() {
     if (cache_) --cache_->entries_[slot_].pins;
 }
 
-TableCache::TableCache(int fd, size_t table_size, size_t capacity, CacheAlloc alloc)
-    : fd_(fd), memory_(alloc, table_size, capacity), entries_(capacity), index_(capacity) {
+TableCache::TableCache(const ImageFile& file, size_t table_size, size_t capacity, CacheAlloc alloc)
+    : file_(file), memory_(alloc, table_size, capacity), entries_(capacity), index_(capacity) {
     free_slots_.reserve(capacity);
     for (size_t slot = capacity; slot-- > 0;) free_slots_.push_back(static_cast<uint32_t>(slot));
 }
@@ -34,7 +34,7 @@ TableCache::TableResult TableCache::get(uint64_t offset) {
         free_slots_.push_back(*slot);
         return Unexpected{std::make_error_code(std::errc::not_enough_memory)};
     }
-    if (auto read = read_exact(fd_, offset, table); !read) {
+    if (auto read = file_.read(offset, table); !read) {
         memory_.drop(*slot);
         free_slots_.push_back(*slot);
         return Unexpected{read.error()};
@@ -116,8 +116,7 @@ IoResult TableCache::write_entry(uint32_t slot) {
     if (depends_on_) {
         if (auto flushed = flush_dependency(); !flushed) return flushed;
     }
-    if (auto written = write_exact(fd_, entry.offset, memory_.table(slot)); !written)
-        return written;
+    if (auto written = file_.write(entry.offset, memory_.table(slot)); !written) return written;
     entry.dirty = false;
     return Ok{};
 }
@@ -150,7 +149,7 @@ IoResult TableCache::write_dirty() {
 
 IoResult TableCache::flush() {
     if (auto written = write_dirty(); !written) return written;
-    return sync_data(fd_);
+    return file_.sync();
 }
 
 size_t TableCache::clean_unused() {

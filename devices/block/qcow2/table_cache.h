@@ -24,7 +24,7 @@ namespace mvmm::devices::block::qcow2 {
 class TableCache {
   public:
     // Throws std::system_error when the mapping cannot be made.
-    TableCache(int fd, size_t table_size, size_t capacity, CacheAlloc alloc);
+    TableCache(const ImageFile& file, size_t table_size, size_t capacity, CacheAlloc alloc);
     TableCache(const TableCache&) = delete;
     TableCache& operator=(const TableCache&) = delete;
 
@@ -87,7 +87,7 @@ class TableCache {
     IoResult write_entry(uint32_t slot);
     IoResult flush_dependency();
 
-    int fd_;
+    const ImageFile& file_;
     CacheMemory memory_;
     std::vector<Entry> entries_;  // one per slot
     std::vector<uint32_t> free_slots_;

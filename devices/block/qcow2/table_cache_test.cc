@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -25,17 +26,15 @@ class TableCacheTest : public ::testing::TestWithParam<CacheAlloc> {
         std::vector<uint8_t> contents(kTables * kTable);
         for (size_t i = 0; i < contents.size(); ++i)
             contents[i] = static_cast<uint8_t>(i / kTable + 1);
-        fd_ = Fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-        EXPECT_TRUE(write_exact(fd_.get(), 0, contents));
+        file_.emplace(Fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1);
+        EXPECT_TRUE(file_->write(0, contents));
     }
-    TableCache cache(size_t capacity) {
-        return TableCache(fd_.get(), kTable, capacity, GetParam());
-    }
+    TableCache cache(size_t capacity) { return TableCache(*file_, kTable, capacity, GetParam()); }
     static uint64_t at(uint64_t table) { return table * kTable; }
 
     ScratchDir dir_;
     std::string path_ = dir_.file("tables");
-    Fd fd_;
+    std::optional<ImageFile> file_;
 };
 
 TEST_P(TableCacheTest, ReadsTablesAndCountsHitsAndMisses) {
@@ -175,10 +174,10 @@ size_t heap_in_use() {
 TEST(CacheMemoryTest, HeapAllocatesOneTablePerEntryAndMappingNone) {
     ScratchDir dir;
     const std::string path = dir.file("big");
-    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    ASSERT_EQ(::ftruncate(fd.get(), 256 * 65536), 0);
+    const ImageFile file(Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1);
+    ASSERT_EQ(::ftruncate(file.fd(), 256 * 65536), 0);
     for (const CacheAlloc alloc : {CacheAlloc::Heap, CacheAlloc::Mapping}) {
-        TableCache c(fd.get(), 65536, 256, alloc);
+        TableCache c(file, 65536, 256, alloc);
         const size_t before = heap_in_use();
         for (uint64_t t = 0; t < 200; ++t) (void)c.get(t * 65536).value();
         const size_t grown = heap_in_use() - before;

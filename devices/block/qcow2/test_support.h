@@ -23,14 +23,12 @@
 
 namespace mvmm::devices::block::qcow2::testing {
 
-// In $TMPDIR, else /dev/shm (the engine's fdatasyncs cost nothing there), else /tmp.
+// In $TMPDIR, else /dev/shm (the engine's fdatasyncs cost nothing there), else /tmp; or in
+// the directory given.
 class ScratchDir {
   public:
-    ScratchDir() {
-        const char* tmp = std::getenv("TMPDIR");
-        const std::string parent = tmp && *tmp                       ? tmp
-                                   : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm"
-                                                                     : "/tmp";
+    ScratchDir() : ScratchDir(default_parent()) {}
+    explicit ScratchDir(const std::string& parent) {
         std::string pattern = parent + "/mvmm-qcow2-XXXXXX";
         if (!::mkdtemp(pattern.data())) throw_errno("mkdtemp");
         path_ = pattern;
@@ -43,6 +41,11 @@ class ScratchDir {
     const std::string& path() const { return path_; }
 
   private:
+    static std::string default_parent() {
+        const char* tmp = std::getenv("TMPDIR");
+        return tmp && *tmp ? tmp : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    }
+
     std::string path_;
 };
 
@@ -125,6 +128,25 @@ inline void write_file_bytes(const std::string& path, uint64_t offset,
 // `qemu-img check`: 0 clean, 3 leaked clusters only, 2 corruption, 1 not checked.
 inline RunResult qemu_img_check(const std::string& path) {
     return run("qemu-img check -q " + path);
+}
+
+// A qcow2 image made by `qemu-img create` with `-o options`, `size` bytes.
+inline std::string create_image(const ScratchDir& dir, const std::string& name,
+                                const std::string& options, uint64_t size) {
+    const std::string path = dir.file(name);
+    must("qemu-img create -q -f qcow2 -o " + options + " " + path + " " + std::to_string(size));
+    return path;
+}
+
+// The disk's bytes as `qemu-img convert` reads them.
+inline std::vector<uint8_t> converted_to_raw(const std::string& path) {
+    must("qemu-img convert -O raw " + path + " " + path + ".raw");
+    return file_bytes(path + ".raw");
+}
+
+inline void expect_check_clean(const std::string& path) {
+    const RunResult check = qemu_img_check(path);
+    EXPECT_EQ(check.status, 0) << "qemu-img check " << path << ":\n" << check.output;
 }
 
 }  // namespace mvmm::devices::block::qcow2::testing
