@@ -1,0 +1,108 @@
+// READ, WRITE and SYNCHRONIZE CACHE as a request queue runs them, through the device harness
+// (controller_rig.h): image operations through the LUN's IoQueue of the queue (a read; a
+// write, then a flush with FUA or the write cache off; a flush), on LUNs whose images count
+// their calls.
+#include <gtest/gtest.h>
+#include <linux/virtio_scsi.h>
+#include <unistd.h>
+
+#include "devices/block/faulty_image.h"
+#include "devices/virtio/scsi/controller_rig.h"
+
+namespace mvmm::devices::virtio::scsi::testing {
+namespace {
+
+constexpr uint16_t kLun = 1;
+constexpr uint64_t kBlocks = 128;
+
+class ScsiImageIoTest : public ControllerTest {
+  protected:
+    // LUN kLun on `image`, whose calls the test counts, its unit attention taken.
+    bt::FaultyImage& add_lun(LunConfig config) {
+        config.path = image.path();
+        config.lun = kLun;
+        config.serial = "counted";
+        auto counted = std::make_unique<bt::FaultyImage>(
+            block::open_disk_image(config.path, config.read_only, config.image));
+        bt::FaultyImage& added = *counted;
+        controller->add_lun(0, kLun, std::make_shared<Lun>(config, std::move(counted)));
+        expect_good(send(address(kLun), {0x03, 0, 0, 0, 18, 0}, {}, 18));
+        return added;
+    }
+    // Waits for `sent`, the next command of the request queue, which must be GOOD and move
+    // every byte of its buffers.
+    void expect_good(const Sent& sent) {
+        wait_used(++commands);
+        EXPECT_EQ(response_of(sent).response, VIRTIO_SCSI_S_OK);
+        EXPECT_EQ(response_of(sent).status, 0) << "sense key " << int(response_of(sent).sense[2]);
+        EXPECT_EQ(response_of(sent).resid, 0u);
+    }
+    // Waits for `sent`, which must be CHECK CONDITION with this sense key and code.
+    void expect_sense(const Sent& sent, uint8_t key, uint8_t asc) {
+        wait_used(++commands);
+        EXPECT_EQ(response_of(sent).response, VIRTIO_SCSI_S_OK);
+        EXPECT_EQ(response_of(sent).status, 2) << "CHECK CONDITION";
+        EXPECT_EQ(response_of(sent).sense[2], key);
+        EXPECT_EQ(response_of(sent).sense[12], asc);
+    }
+
+    bt::TempImage image{kBlocks * 512, 0xaa};
+    uint16_t commands = 0;  // used on the request queue since activate()
+};
+
+TEST_F(ScsiImageIoTest, WritesReadsAndFlushesThroughTheLunsIoQueue) {
+    bt::FaultyImage& counted = add_lun({});
+    const auto data = bt::pattern(1024, 3);
+    expect_good(send(address(kLun), {0x2a, 0, 0, 0, 0, 4, 0, 0, 2, 0}, data));
+    EXPECT_EQ(image.read(4 * 512, 1024), data);
+    EXPECT_EQ(counted.flushes(), 0) << "the write cache is on";
+
+    const auto read = send(address(kLun), {0x28, 0, 0, 0, 0, 4, 0, 0, 2, 0}, {}, 1024);
+    expect_good(read);
+    EXPECT_EQ(guest.read(read.data, 1024), data);
+
+    expect_good(
+        send(address(kLun), {0x2a, 0x08, 0, 0, 0, 0, 0, 0, 1, 0}, std::vector<uint8_t>(512, 1)));
+    EXPECT_EQ(counted.flushes(), 1) << "FUA: stable before it completes";
+    EXPECT_EQ(image.read(0, 512), std::vector<uint8_t>(512, 1));
+    expect_good(send(address(kLun), {0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+    EXPECT_EQ(counted.flushes(), 2) << "SYNCHRONIZE CACHE";
+    EXPECT_EQ(image.read(8 * 512, 512), std::vector<uint8_t>(512, 0xaa)) << "nothing else";
+}
+
+TEST_F(ScsiImageIoTest, WithTheWriteCacheOffEveryWriteIsFlushed) {
+    bt::FaultyImage& counted = add_lun({});
+    const auto caching = send(address(kLun), {0x1a, 0x08, 0x08, 0, 24, 0}, {}, 24);
+    expect_good(caching);
+    auto list = guest.read(caching.data, 24);
+    list[0] = 0;      // the mode data length is reserved in MODE SELECT
+    list[4 + 2] = 0;  // WCE off
+    expect_good(send(address(kLun), {0x15, 0x10, 0, 0, 24, 0}, list));
+    EXPECT_EQ(counted.flushes(), 1) << "what the cache held is made stable";
+
+    const auto data = bt::pattern(512, 5);
+    expect_good(send(address(kLun), {0x2a, 0, 0, 0, 0, 1, 0, 0, 1, 0}, data));
+    EXPECT_EQ(counted.flushes(), 2) << "written through";
+    EXPECT_EQ(image.read(512, 512), data);
+}
+
+TEST_F(ScsiImageIoTest, AHostReadErrorIsAMediumError) {
+    add_lun({});
+    ASSERT_EQ(::truncate(image.path().c_str(), 512), 0);
+    expect_sense(send(address(kLun), {0x28, 0, 0, 0, 0, 8, 0, 0, 1, 0}, {}, 512), 0x03, 0x11);
+    EXPECT_EQ(controller->counters().check_conditions.load(), 1u);
+}
+
+TEST_F(ScsiImageIoTest, ReadsFourKibibyteBlocks) {
+    image.write(15 * 4096, std::vector<uint8_t>(4096, 0x11));
+    LunConfig big;
+    big.logical_block_size = 4096;
+    big.physical_block_size = 16384;
+    add_lun(big);
+    const auto read = send(address(kLun), {0x28, 0, 0, 0, 0, 15, 0, 0, 1, 0}, {}, 4096);
+    expect_good(read);
+    EXPECT_EQ(guest.read(read.data, 4096), std::vector<uint8_t>(4096, 0x11));
+}
+
+}  // namespace
+}  // namespace mvmm::devices::virtio::scsi::testing
