@@ -104,5 +104,25 @@ TEST_F(ScsiImageIoTest, ReadsFourKibibyteBlocks) {
     EXPECT_EQ(guest.read(read.data, 4096), std::vector<uint8_t>(4096, 0x11));
 }
 
+// A WRITE with FUA whose flush (submitted from the write's completion) the host refuses to
+// take: a write error for the guest, and a LUN reset (which waits for the command) completes.
+TEST_F(ScsiImageIoTest, AFlushTheHostRefusesIsAWriteErrorAndTheResetCompletes) {
+    LunConfig sync;
+    sync.aio = block::AioMode::Sync;  // the image's calls on the queue's context
+    bt::FaultyImage& faulty = add_lun(sync);
+    faulty.throw_at(2);
+    expect_sense(
+        send(address(kLun), {0x2a, 0x08, 0, 0, 0, 3, 0, 0, 1, 0}, std::vector<uint8_t>(512, 1)),
+        0x03, 0x0c);
+    const GuestAddr reset = tmf(VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, address(kLun));
+    wait_used(1, 0);
+    EXPECT_EQ(guest.read(reset, 1)[0], VIRTIO_SCSI_S_OK);
+    EXPECT_FALSE(controller->needs_reset()) << "the queue goes on";
+    expect_sense(send(address(kLun), {0x00}), 0x06, 0x29);  // the reset's unit attention
+    const auto read = send(address(kLun), {0x28, 0, 0, 0, 0, 3, 0, 0, 1, 0}, {}, 512);
+    expect_good(read);
+    EXPECT_EQ(guest.read(read.data, 512), std::vector<uint8_t>(512, 1)) << "the write was done";
+}
+
 }  // namespace
 }  // namespace mvmm::devices::virtio::scsi::testing
