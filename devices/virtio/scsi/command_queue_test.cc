@@ -124,5 +124,47 @@ TEST_F(ScsiImageIoTest, AFlushTheHostRefusesIsAWriteErrorAndTheResetCompletes) {
     EXPECT_EQ(guest.read(read.data, 512), std::vector<uint8_t>(512, 1)) << "the write was done";
 }
 
+// cache=none (O_DIRECT) with every aio= backend: the guest's buffers, one byte off any
+// alignment, go through the queue's bounce buffers both ways, in more than one window.
+TEST_F(ScsiImageIoTest, CacheNoneMovesUnalignedGuestBuffersThroughBounceBuffers) {
+    bt::TempImage file(1 << 20, 0x55);
+    data_misalignment = 1;
+    constexpr uint16_t kBlocksMoved = 140;  // 70 KiB: two bounce windows of 64 KiB
+    for (const auto aio :
+         {block::AioMode::IoUring, block::AioMode::Threads, block::AioMode::Sync}) {
+        if (aio == block::AioMode::IoUring && !block::io_uring_supported()) continue;
+        const LunConfig config{.path = file.path(),
+                               .lun = kLun,
+                               .serial = "direct",
+                               .image = {.cache = block::CacheMode::None, .qcow2 = {}},
+                               .aio = aio};
+        try {
+            controller->add_lun(config);
+        } catch (const block::ImageError& e) {
+            if (std::string_view(e.what()).find("O_DIRECT") == std::string_view::npos) throw;
+            GTEST_SKIP() << "the filesystem of " << file.path()
+                         << " refuses O_DIRECT: " << e.what();
+        }
+        ASSERT_GT(controller->target(0)->find(kLun)->image().buffer_alignment(), 1u);
+        expect_good(send(address(kLun), {0x03, 0, 0, 0, 18, 0}, {}, 18));  // the unit attention
+
+        const uint8_t lba = 7 + uint8_t(aio);
+        const auto data = bt::pattern(kBlocksMoved * 512, uint8_t(aio));
+        const auto write =
+            send(address(kLun), {0x2a, 0, 0, 0, 0, lba, 0, 0, kBlocksMoved, 0}, data);
+        ASSERT_EQ(write.data.value() % 2, 1u) << "an odd address";
+        expect_good(write);
+        EXPECT_EQ(file.read(lba * 512, data.size()), data) << block::to_string(aio);
+        EXPECT_EQ(file.read((lba + kBlocksMoved) * 512, 512), std::vector<uint8_t>(512, 0x55))
+            << "nothing past the blocks";
+
+        const auto read = send(address(kLun), {0x28, 0, 0, 0, 0, lba, 0, 0, kBlocksMoved, 0}, {},
+                               uint32_t(data.size()));
+        expect_good(read);
+        EXPECT_EQ(guest.read(read.data, data.size()), data) << block::to_string(aio);
+        controller->remove_lun(0, kLun);  // closes the image: the next backend opens it
+    }
+}
+
 }  // namespace
 }  // namespace mvmm::devices::virtio::scsi::testing
