@@ -124,6 +124,23 @@ TEST_F(ScsiImageIoTest, AFlushTheHostRefusesIsAWriteErrorAndTheResetCompletes) {
     EXPECT_EQ(guest.read(read.data, 512), std::vector<uint8_t>(512, 1)) << "the write was done";
 }
 
+// A READ started in the same batch as a chain that breaks the ring (a readable buffer after a
+// writable one): the queue stops before its io_uring SQE was submitted, and the reset the
+// driver then does still completes it (it waited for ever for a completion never asked for).
+TEST_F(ScsiImageIoTest, AResetAfterARingErrorCompletesTheReadStartedBeforeIt) {
+    if (!block::io_uring_supported()) GTEST_SKIP() << "this kernel refuses io_uring";
+    const auto read = send(address(0), {0x28, 0, 0, 0, 0, 1, 0, 0, 1, 0}, {}, 512, 2, 1, false);
+    const GuestAddr header = guest.alloc(64), response = guest.alloc(64);
+    const vt::TestDriver::Buffer broken[] = {{response, 64, true}, {header, 64, false}};
+    drivers[2]->add_chain(broken);
+    kicks[2].signal();
+    ASSERT_TRUE(vt::eventually([&] { return controller->needs_reset(); }));
+    controller->reset();
+    EXPECT_EQ(used_since_activation(2), 1);
+    EXPECT_EQ(response_of(read).response, VIRTIO_SCSI_S_OK);
+    EXPECT_EQ(guest.read(read.data, 512), std::vector<uint8_t>(512, 0xaa));
+}
+
 // cache=none (O_DIRECT) with every aio= backend: the guest's buffers, one byte off any
 // alignment, go through the queue's bounce buffers both ways, in more than one window.
 TEST_F(ScsiImageIoTest, CacheNoneMovesUnalignedGuestBuffersThroughBounceBuffers) {
