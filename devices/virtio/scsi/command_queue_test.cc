@@ -13,7 +13,6 @@ namespace mvmm::devices::virtio::scsi::testing {
 namespace {
 
 constexpr uint16_t kLun = 1;
-constexpr uint64_t kBlocks = 128;
 
 class ScsiImageIoTest : public ControllerTest {
   protected:
@@ -46,8 +45,8 @@ class ScsiImageIoTest : public ControllerTest {
         EXPECT_EQ(response_of(sent).sense[12], asc);
     }
 
-    bt::TempImage image{kBlocks * 512, 0xaa};
-    uint16_t commands = 0;  // used on the request queue since activate()
+    bt::TempImage image{128 * 512, 0xaa};  // 128 blocks of 512 bytes, 16 of 4096
+    uint16_t commands = 0;                 // used on the request queue since activate()
 };
 
 TEST_F(ScsiImageIoTest, WritesReadsAndFlushesThroughTheLunsIoQueue) {
