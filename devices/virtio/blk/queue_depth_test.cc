@@ -29,7 +29,7 @@ class BlkQueueTest : public ::testing::Test {
     void use(block::DiskImage& image) {
         info = {.capacity_sectors = image.size() / kSectorSize, .read_only = image.read_only()};
         capacity = info.capacity_sectors;
-        disk.emplace(image, serial, info, capacity, counters);
+        disk.emplace(BlkDisk{image, serial, info, capacity, counters});
     }
     // A 512-byte read of `sector` (header, data, status) on the ring.
     void submit_read(uint64_t sector) {
