@@ -1,10 +1,12 @@
 #include "devices/block/io_queue.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <system_error>
+#include <utility>
 
 #include "devices/block/direct_io.h"
 
@@ -90,7 +92,7 @@ IoQueue::IoQueue(DiskImage& image, uint32_t depth) : image_(image), depth_(depth
     if (image.buffer_alignment() > 1) bounce_pool_.emplace(kBounceWindow, depth);
 }
 
-void IoQueue::submit(IoRequest& request, const IoOp& op) {
+void IoQueue::submit(IoRequest& request, const IoOp& op) noexcept {
     IoRequest::Flight& flight = request.flight;
     flight.op = op;
     flight.moved = 0;
@@ -126,7 +128,18 @@ void IoQueue::next_step(IoRequest& request) {
             flight.step.buffers = op.buffers.slice(flight.moved, rest);
         }
     }
-    issue(request);
+    issue_or_fail(request);
+}
+
+void IoQueue::issue_or_fail(IoRequest& request) noexcept {
+    try {
+        issue(request);
+    } catch (const std::exception& e) {
+        spdlog::log(
+            std::exchange(refusal_logged_, true) ? spdlog::level::debug : spdlog::level::warn,
+            "{}: the host refused an I/O operation: {}", image_.path(), e.what());
+        finished(request, -EIO);
+    }
 }
 
 void IoQueue::finished(IoRequest& request, int64_t result) noexcept {

@@ -104,7 +104,9 @@ class IoQueue {
 
     // Starts `op` for `request`; it completes in a later progress(), never in submit().  Read
     // and write buffers must be whole 512-byte sectors at most the queue's depth of pieces.
-    void submit(IoRequest& request, const IoOp& op);
+    // Never throws: a step the host refuses to take (no room in a ring, no memory) ends the
+    // operation with EIO, as one of its own later steps does (a window of bounced buffers).
+    void submit(IoRequest& request, const IoOp& op) noexcept;
     // Hands the operations submitted so far to the host, and calls io_done() of each finished
     // one (which may submit more, also handled here).  Returns how many finished.
     size_t progress();
@@ -124,6 +126,10 @@ class IoQueue {
     virtual void poll() = 0;
     // A step ended with `result`: bytes moved (transfers), 0 (the rest), or -errno.
     void finished(IoRequest& request, int64_t result) noexcept;
+    // issue(), and what the host refused to take (an exception) finished with EIO: its
+    // operation completes with an error instead of being lost, which would leave a reset
+    // waiting for it for ever.  Logs the first refusal.
+    void issue_or_fail(IoRequest& request) noexcept;
 
     DiskImage& image_;
     const uint32_t depth_;
@@ -133,6 +139,7 @@ class IoQueue {
     bool advance(IoRequest& request);  // true when the operation is done
     void complete(IoRequest& request, IoResult result);
 
+    bool refusal_logged_ = false;
     std::optional<SlotPool> bounce_pool_;  // only for images that need aligned buffers
     IoRequest* finished_head_ = nullptr;   // steps that ended, in order
     IoRequest* finished_tail_ = nullptr;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <mutex>
 
+#include "devices/block/faulty_image.h"
 #include "devices/block/gated_image.h"
 #include "devices/block/raw_image.h"
 #include "devices/block/temp_image.h"
@@ -21,6 +22,7 @@
 namespace mvmm::devices::block {
 namespace {
 
+using testing::FaultyImage;
 using testing::filled;
 using testing::GatedImage;
 using testing::pattern;
@@ -194,6 +196,30 @@ TEST_P(IoQueueTest, BouncesUnalignedBuffersWithCacheNone) {
 INSTANTIATE_TEST_SUITE_P(EveryBackend, IoQueueTest,
                          ::testing::Values(AioMode::IoUring, AioMode::Threads, AioMode::Sync),
                          mode_name);
+
+// A step the host refuses to take (the image throws, as an io_uring with no room left does)
+// ends its operation with EIO: at its first step (in submit()), or at a later one from
+// progress() (the second window of a bounced write).  The queue goes on.
+TEST(IoQueueFailureTest, AStepTheHostRefusesFailsItsOperation) {
+    TempImage file(1 << 20, 0xaa);
+    FaultyImage image(open_disk_image(file.path(), false), 4096);  // bounces, no O_DIRECT
+    auto queue = image.open_queue(AioMode::Sync, 8);
+    std::vector<uint8_t> out(200 * 1024 + 1, 7);
+    const GuestBuffers::Part from[] = {GuestSlice(std::span(out).subspan(1))};
+    const IoOp write{.kind = IoOp::Kind::Write, .offset = 0, .buffers = GuestBuffers(from)};
+    for (const int refused : {1, 2}) {
+        image.throw_at(refused);
+        Recorded failed;
+        queue->submit(failed, write);
+        ASSERT_TRUE(serve_until(*queue, [&] { return failed.done == 1; })) << refused;
+        EXPECT_FALSE(failed.ok) << refused;
+        EXPECT_EQ(failed.error, std::errc::io_error) << refused;
+    }
+    Recorded flush;
+    queue->submit(flush, {.kind = IoOp::Kind::Flush});
+    ASSERT_TRUE(serve_until(*queue, [&] { return flush.done == 1; }));
+    EXPECT_TRUE(flush.ok);
+}
 
 // aio=threads is how an image without io_uring (qcow2) gets depth: its blocking calls run
 // side by side on the pool, which grows while work waits.

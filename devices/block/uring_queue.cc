@@ -72,8 +72,6 @@ io_uring_sqe* UringQueue::next_sqe() {
 
 void UringQueue::prepare_transfer(io_uring_sqe& sqe, IoRequest& request) {
     IoRequest::Flight& flight = request.flight;
-    if (!flight.scratch) flight.scratch = iovecs_.acquire();
-    if (!flight.scratch) throw std::runtime_error("more io_uring transfers than the queue depth");
     auto* iov = reinterpret_cast<iovec*>(flight.scratch->bytes().data());
     unsigned count = 0;
     for (const GuestBuffers::Part piece : flight.step.buffers) {
@@ -90,6 +88,11 @@ void UringQueue::prepare_transfer(io_uring_sqe& sqe, IoRequest& request) {
 void UringQueue::issue(IoRequest& request) {
     const IoStep& step = request.flight.step;
     if (step.kind == IoOp::Kind::Flush && raw_.flush_failed()) return finished(request, -EIO);
+    const bool transfer = step.kind == IoOp::Kind::Read || step.kind == IoOp::Kind::Write;
+    // Whatever may throw comes before the SQE is taken: one taken is submitted, filled or not.
+    if (transfer && !request.flight.scratch) request.flight.scratch = iovecs_.acquire();
+    if (transfer && !request.flight.scratch)
+        throw std::runtime_error("more io_uring transfers than the queue depth");
     io_uring_sqe* sqe = next_sqe();
     const int fd = raw_.fd();
     switch (step.kind) {
@@ -140,7 +143,7 @@ void UringQueue::poll() {
 // One CQE, with what RawImage's blocking calls would make of the same result.
 void UringQueue::reaped(IoRequest& request, int result) {
     const IoOp::Kind kind = request.flight.step.kind;
-    if (result == -EINTR || result == -EAGAIN) return issue(request);
+    if (result == -EINTR || result == -EAGAIN) return issue_or_fail(request);
     switch (kind) {
         case IoOp::Kind::Flush:
             return finished(request, raw_.record_flush(result));

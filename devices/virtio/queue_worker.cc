@@ -180,20 +180,20 @@ void QueueWorkers::Worker::stop() {
     complete_in_flight();
 }
 
-// On stop()'s thread: waits for the handler's completions until nothing is in flight.
+// On stop()'s thread: waits for the handler's completions until nothing is in flight.  A
+// progress() first: a batch stopped by a ring error has not handed the requests it started to
+// the host (an io_uring's SQEs not submitted), and nothing would signal their completion.
 void QueueWorkers::Worker::complete_in_flight() {
     try {
         while (in_flight_ > 0) {
-            if (completion_fd_ >= 0) {
-                pollfd ready{.fd = completion_fd_, .events = POLLIN, .revents = 0};
-                if (::poll(&ready, 1, -1) < 0 && errno != EINTR) throw_errno("poll");
-                uint64_t count;
-                [[maybe_unused]] auto n = ::read(completion_fd_, &count, sizeof count);
-            }
-            const uint32_t before = in_flight_;
             handler_.progress();
-            if (completion_fd_ < 0 && in_flight_ == before)
+            if (in_flight_ == 0) return;
+            if (completion_fd_ < 0)
                 throw std::logic_error("a handler without a completion fd kept a request");
+            pollfd ready{.fd = completion_fd_, .events = POLLIN, .revents = 0};
+            if (::poll(&ready, 1, -1) < 0 && errno != EINTR) throw_errno("poll");
+            uint64_t count;
+            [[maybe_unused]] auto n = ::read(completion_fd_, &count, sizeof count);
         }
     } catch (const std::exception& e) {
         // The requests' memory may still be in the host's hands: better to stop here.

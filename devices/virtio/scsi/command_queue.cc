@@ -101,13 +101,14 @@ void CommandQueue::run(Pending& pending) {
     auto checked = target->check(address->lun, request.cdb(), request.data_out, request.data_in);
     if (const auto* ready = std::get_if<TargetOutcome>(&checked)) return answer(pending, *ready);
     pending.checked = std::get<CheckedCommand>(std::move(checked));
-    Lun* lun = pending.checked->lun;
-    if (!lun || !runs_on_io_queue(pending.checked->command))
-        return answer(pending, target->run(*pending.checked, request.data_out, request.data_in));
+    if (auto ran = target->run(*pending.checked, request.data_out, request.data_in))
+        return answer(pending, {Delivery::Done, *ran});
+    // READ, WRITE or SYNCHRONIZE CACHE, of a LUN with a disk: its image operations.
+    Lun& lun = *pending.checked->lun;
     try {
-        pending.io = &lun->io_queue(queue_, depth_, completions_);
+        pending.io = &lun.io_queue(queue_, depth_, completions_);
     } catch (const std::system_error& e) {  // no ring or thread to be had: as an I/O error
-        return answer(pending, {Delivery::Done, lun->io_failed(block::IoOp::Kind::Read, e.code())});
+        return answer(pending, {Delivery::Done, lun.io_failed(block::IoOp::Kind::Read, e.code())});
     }
     next(pending);
 }

@@ -96,13 +96,13 @@ class ControllerTest : public ::testing::Test {
         std::vector<vt::TestDriver::Buffer> chain{{request, uint32_t(sizeof header), false}};
         Sent sent{guest.alloc(sizeof(virtio_scsi_cmd_resp)), {}};
         if (!out.empty()) {
-            sent.data = guest.alloc(out.size());
+            sent.data = guest.alloc(out.size() + data_misalignment) + data_misalignment;
             guest.write(sent.data, out);
             chain.push_back({sent.data, uint32_t(out.size()), false});
         }
         chain.push_back({sent.response, uint32_t(sizeof(virtio_scsi_cmd_resp)), true});
         if (in > 0) {
-            sent.data = guest.alloc(in);
+            sent.data = guest.alloc(in + data_misalignment) + data_misalignment;
             chain.push_back({sent.data, in, true});
         }
         drivers[queue]->add_chain(chain);
@@ -149,7 +149,8 @@ class ControllerTest : public ::testing::Test {
         return response;
     }
 
-    uint64_t features = kFeatures;  // what the driver takes at activate()
+    uint64_t features = kFeatures;   // what the driver takes at activate()
+    uint64_t data_misalignment = 0;  // send()'s data buffers start this far past an alignment
     vt::TestGuest guest{1 << 20};
     bt::TempImage disk{64 * 512, 0xaa};
     bt::TempImage disk2{8 * 512, 0xbb};

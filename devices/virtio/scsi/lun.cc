@@ -69,12 +69,6 @@ Outcome Lun::written(uint64_t transferred) {
     return Outcome::good(transferred);
 }
 
-bool runs_on_io_queue(const Command& command) {
-    return std::holds_alternative<Read>(command.operation) ||
-           std::holds_alternative<Write>(command.operation) ||
-           std::holds_alternative<SynchronizeCache>(command.operation);
-}
-
 block::IoQueue& Lun::io_queue(uint16_t queue, uint32_t depth, const EventFd& completions) {
     auto& io = io_queues_.at(queue);
     if (!io) io = image_->open_queue(aio_, depth, &completions);
@@ -103,20 +97,6 @@ std::optional<block::IoOp> Lun::io_operation(const Command& command, bool write_
         operations[count++] = {.kind = Kind::Flush};
     if (index >= count) return std::nullopt;
     return operations[index];
-}
-
-Outcome Lun::run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
-                            const GuestBuffers& data_in) {
-    for (size_t index = 0;; ++index) {
-        const auto op = io_operation(command, write_cache, data_out, data_in, index);
-        if (!op) return Outcome::good(command.transfer_bytes);
-        const block::IoStep step{.kind = op->kind,
-                                 .offset = op->offset,
-                                 .length = op->buffers.size(),
-                                 .buffers = op->buffers};
-        if (const int64_t result = block::run_step(*image_, step); result < 0)
-            return io_failed(op->kind, std::error_code(int(-result), std::generic_category()));
-    }
 }
 
 Outcome Lun::io_failed(block::IoOp::Kind kind, const std::error_code& error) {

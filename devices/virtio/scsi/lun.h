@@ -25,10 +25,6 @@
 
 namespace mvmm::devices::virtio::scsi {
 
-// Whether `command` runs as image operations through a request queue's IoQueue (the rest
-// run at once, on the queue's context).
-bool runs_on_io_queue(const Command& command);
-
 // What a command did: GOOD or CHECK CONDITION with sense, and how many bytes it moved.
 struct Outcome {
     std::optional<Sense> sense;  // set: CHECK CONDITION
@@ -65,7 +61,6 @@ class Lun {
 
     // Each takes what parse_cdb() checked, and buffers at least as large as its transfer.
     // They are thread-safe: the request queues of a controller share its LUNs.
-    Outcome synchronize_cache();  // fdatasync
     Outcome unmap(const GuestBuffers& parameter_list);
     Outcome write_same(const WriteSame& command, const GuestBuffers& data_out);
     Outcome verify(const Verify& command, const GuestBuffers& data_out);
@@ -76,14 +71,11 @@ class Lun {
     // queue's context, which alone uses it; `completions` is its eventfd and must outlive the
     // LUN's use of it).  Throws std::system_error when the host refuses the backend.
     block::IoQueue& io_queue(uint16_t queue, uint32_t depth, const EventFd& completions);
-    // The `index`-th image operation of `command` (one that runs_on_io_queue()), nullopt past
-    // the last: a read; a write, then a flush with FUA or `write_cache` off; a flush.
+    // The `index`-th image operation of `command` (READ, WRITE or SYNCHRONIZE CACHE), nullopt
+    // past the last: a read; a write, then a flush with FUA or `write_cache` off; a flush.
     std::optional<block::IoOp> io_operation(const Command& command, bool write_cache,
                                             const GuestBuffers& data_out,
                                             const GuestBuffers& data_in, size_t index) const;
-    // The same operations run one after another on this thread (Target::run, off the queues).
-    Outcome run_operations(const Command& command, bool write_cache, const GuestBuffers& data_out,
-                           const GuestBuffers& data_in);
     // An operation of a command failed: the sense a real target reports (the first error logged).
     Outcome io_failed(block::IoOp::Kind kind, const std::error_code& error);
 
@@ -101,6 +93,8 @@ class Lun {
     void report_luns_changed() noexcept { attention_.fetch_or(kLunsChanged); }
 
   private:
+    // fdatasync: MODE SELECT turning the write cache off makes what it held stable.
+    Outcome synchronize_cache();
     // Logs the first host I/O error of this LUN as a warning, the rest at debug level.
     Outcome failed(std::string_view what, const std::error_code& error, const Sense& sense);
     // WRITE SAME completed: with the write cache off, it is made stable before it completes,

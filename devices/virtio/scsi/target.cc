@@ -24,9 +24,12 @@ bool fits(const Command& command, const GuestBuffers& data_out, const GuestBuffe
     return false;
 }
 
-// Runs one parsed command.  `lun` is null only for the commands a LUN with no disk answers.
+// Runs one parsed command, or leaves it to a request queue's IoQueue (nullopt).  `lun` is
+// null only for the commands a LUN with no disk answers.
 class Runner {
   public:
+    using Ran = std::optional<Outcome>;
+
     Runner(Lun* lun, const LunInfo& info, const Target& target, const Command& command,
            const GuestBuffers& data_out, const GuestBuffers& data_in)
         : lun_(lun),
@@ -36,9 +39,9 @@ class Runner {
           out_(data_out),
           in_(data_in) {}
 
-    Outcome operator()(const TestUnitReady&) const { return Outcome::good(); }
-    Outcome operator()(const StartStopUnit&) const { return Outcome::good(); }
-    Outcome operator()(const RequestSense& request) const {
+    Ran operator()(const TestUnitReady&) const { return Outcome::good(); }
+    Ran operator()(const StartStopUnit&) const { return Outcome::good(); }
+    Ran operator()(const RequestSense& request) const {
         // Sense goes back with each CHECK CONDITION (autosense): only a unit attention is
         // left to report, which this reports instead.
         const Sense sense =
@@ -46,7 +49,7 @@ class Runner {
         if (request.descriptor_format) return answer(descriptor_sense(sense));
         return answer(fixed_sense(sense));
     }
-    Outcome operator()(const Inquiry& request) const {
+    Ran operator()(const Inquiry& request) const {
         if (!lun_) {
             if (request.vpd_page) return Outcome::check(sense::kLunNotSupported);
             return answer(inquiry_data(false));
@@ -54,32 +57,32 @@ class Runner {
         if (!request.vpd_page) return answer(inquiry_data(true));
         return answer(vpd_page(*request.vpd_page, info_, lun_->identity()));
     }
-    Outcome operator()(const ModeSense& request) const {
+    Ran operator()(const ModeSense& request) const {
         return answer(mode_sense_data(request, info_));
     }
-    Outcome operator()(const ReadCapacity& request) const {
+    Ran operator()(const ReadCapacity& request) const {
         return answer(read_capacity_data(request.sixteen, info_));
     }
-    Outcome operator()(const ReportLuns& request) const {
+    Ran operator()(const ReportLuns& request) const {
         // This target has no well-known LUNs: their list is the empty one's 8-byte header.
         static constexpr std::array<uint8_t, 8> kNone{};
         return answer(request.well_known_only ? std::span<const uint8_t>(kNone)
                                               : target_.report_luns());
     }
-    // What a request queue runs through its IoQueue, here one operation after another.
-    Outcome operator()(const Read&) const { return operations(); }
-    Outcome operator()(const Write&) const { return operations(); }
-    Outcome operator()(const SynchronizeCache&) const { return operations(); }
-    Outcome operator()(const Unmap&) const {
+    // Image operations through the request queue's IoQueue of the LUN (command_queue.h).
+    Ran operator()(const Read&) const { return std::nullopt; }
+    Ran operator()(const Write&) const { return std::nullopt; }
+    Ran operator()(const SynchronizeCache&) const { return std::nullopt; }
+    Ran operator()(const Unmap&) const {
         if (command_.transfer_bytes == 0) return Outcome::good();  // no list, nothing to do
         return lun_->unmap(out_.slice(0, command_.transfer_bytes));
     }
-    Outcome operator()(const WriteSame& request) const { return lun_->write_same(request, out_); }
-    Outcome operator()(const Verify& request) const { return lun_->verify(request, out_); }
-    Outcome operator()(const ModeSelect& request) const {
+    Ran operator()(const WriteSame& request) const { return lun_->write_same(request, out_); }
+    Ran operator()(const Verify& request) const { return lun_->verify(request, out_); }
+    Ran operator()(const ModeSelect& request) const {
         return lun_->mode_select(request, out_.slice(0, command_.transfer_bytes));
     }
-    Outcome operator()(const ReportOpcodes& request) const {
+    Ran operator()(const ReportOpcodes& request) const {
         if (request.options == 0) return answer(all_commands_data());
         auto one = one_command_data(request);
         if (!one) return Outcome::check(one.error());
@@ -87,9 +90,6 @@ class Runner {
     }
 
   private:
-    Outcome operations() const {
-        return lun_->run_operations(command_, info_.write_cache, out_, in_);
-    }
     // What the target answers itself, cut to the allocation length.
     Outcome answer(std::span<const uint8_t> data) const {
         const auto bytes = data.first(std::min<uint64_t>(data.size(), command_.transfer_bytes));
@@ -181,17 +181,10 @@ std::variant<TargetOutcome, CheckedCommand> Target::check(uint16_t number,
     return CheckedCommand{lun, info, std::move(command).value()};
 }
 
-TargetOutcome Target::run(const CheckedCommand& checked, const GuestBuffers& data_out,
-                          const GuestBuffers& data_in) const {
+std::optional<Outcome> Target::run(const CheckedCommand& checked, const GuestBuffers& data_out,
+                                   const GuestBuffers& data_in) const {
     const Runner runner(checked.lun, checked.info, *this, checked.command, data_out, data_in);
-    return {Delivery::Done, std::visit(runner, checked.command.operation)};
-}
-
-TargetOutcome Target::execute(uint16_t number, std::span<const uint8_t> cdb,
-                              const GuestBuffers& data_out, const GuestBuffers& data_in) const {
-    auto checked = check(number, cdb, data_out, data_in);
-    if (const auto* answer = std::get_if<TargetOutcome>(&checked)) return *answer;
-    return run(std::get<CheckedCommand>(checked), data_out, data_in);
+    return std::visit(runner, checked.command.operation);
 }
 
 void Target::reset() const {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <variant>
@@ -60,12 +61,11 @@ class Target {
     std::variant<TargetOutcome, CheckedCommand> check(uint16_t lun, std::span<const uint8_t> cdb,
                                                       const GuestBuffers& data_out,
                                                       const GuestBuffers& data_in) const;
-    // Runs a checked command to the end on this thread.
-    TargetOutcome run(const CheckedCommand& checked, const GuestBuffers& data_out,
-                      const GuestBuffers& data_in) const;
-    // check(), then run().
-    TargetOutcome execute(uint16_t lun, std::span<const uint8_t> cdb, const GuestBuffers& data_out,
-                          const GuestBuffers& data_in) const;
+    // Runs a checked command to the end on this thread; nullopt for READ, WRITE and
+    // SYNCHRONIZE CACHE, which a request queue runs as image operations through the LUN's
+    // IoQueue (Lun::io_operation), and which only a LUN with a disk gets past check().
+    std::optional<Outcome> run(const CheckedCommand& checked, const GuestBuffers& data_out,
+                               const GuestBuffers& data_in) const;
 
     // The disk at `lun`, or nullptr.
     Lun* find(uint16_t lun) const { return lun < luns_.size() ? luns_[lun].get() : nullptr; }
