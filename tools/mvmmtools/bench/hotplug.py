@@ -6,7 +6,8 @@ disk), while tools/mvmmtools/bench/hotplug_cycles.sh adds and waits out N disks 
 (--root-ports 2, add-disk over its socket), and QEMU on the same layout (two pcie-root-ports, native PCIe hot-plug,
 blockdev-add + device_add over QMP). Every add and release rebuilds the VMM's address space, freeing the old view
 through RCU: the trigger the trim policies are about. Per variant: the cycle time (median, p90), heap Rss and RSS
-after the warm-up and at the end, open fds, and for mvmm the trims and trim time its policy made over the cycles."""
+after the warm-up and at the end (RSS whole, with the guest's RAM as the guest touches it, and beyond guest RAM: the
+VMM's own), open fds, and for mvmm the trims and trim time its policy made over the cycles."""
 
 import os
 import re
@@ -182,7 +183,7 @@ def warm_up(cycles):
 def header(cycles):
     return (f"hot-plug cycles: {cycles} per variant, figures after {warm_up(cycles)} warm-up cycles\n"
             f"{'variant':16} {'done':>5} {'median ms':>9} {'p90 ms':>7} {'heap KiB':>15} {'malloc KiB':>15} "
-            f"{'RSS KiB':>15} "
+            f"{'RSS KiB':>15} {'beyond RAM KiB':>15} "
             f"{'fds':>7} {'trims':>6} {'trim ms':>8} {'as rebuilds':>11}")
 
 
@@ -197,7 +198,8 @@ def line(name, r, cycles):
     trims = rows[-1]["trims"] - rows[0]["trims"] if rows[-1]["trims"] >= 0 else None
     trim_ms = (rows[-1]["trim_ns"] - rows[0]["trim_ns"]) / 1e6 if rows[-1]["trim_ns"] >= 0 else None
     return (f"{name:16} {len(r['cycles']):>5} {statistics.median(ms):>9.0f} {p90:>7} "
-            f"{span('heap_kib'):>15} {span('malloc_kib'):>15} {span('rss_kib'):>15} {span('fds'):>7} "
+            f"{span('heap_kib'):>15} {span('malloc_kib'):>15} {span('rss_kib'):>15} {span('vmm_rss_kib'):>15} "
+            f"{span('fds'):>7} "
             f"{'n/a' if trims is None else trims:>6} {'n/a' if trim_ms is None else f'{trim_ms:.1f}':>8} "
             f"{r['exit_stats'].get('as_rebuilds', 'n/a'):>11}")
 

@@ -59,7 +59,7 @@ if __name__ == "__main__":
 class Streaming(unittest.TestCase):
     """boot-bench prints a variant's figures when the variant ends, not only when the whole run does."""
 
-    CYCLE = "HP-CYCLE i={i} ms=1500 heap_kib=8 malloc_kib=9 rss_kib=10 fds=17 trims=2 trim_ns=1000\r\n"
+    CYCLE = "HP-CYCLE i={i} ms=1500 heap_kib=8 malloc_kib=9 rss_kib=10 vmm_rss_kib=11 fds=17 trims=2 trim_ns=1000\r\n"
 
     def test_a_variants_line_comes_as_it_ends_and_the_console_is_kept(self):
         console = ("HP-BENCH-BEGIN mvmm-off\r\n" + "".join(self.CYCLE.format(i=i) for i in range(4)) +
