@@ -26,6 +26,7 @@ class FaultyImage final : public DiskImage {
         throw_at_.store(n);
     }
     int flushes() const { return flushes_.load(); }
+    int calls() const { return calls_.load(); }  // since the last throw_at()
 
     const std::string& path() const noexcept override { return image_->path(); }
     ImageFormat format() const noexcept override { return image_->format(); }

@@ -16,6 +16,11 @@ namespace {
 // With cache=none, a transfer whose buffers the image cannot take moves through a bounce
 // buffer this large at a time (Linux's own requests are aligned: this is the rare case).
 constexpr uint64_t kBounceWindow = 64 * 1024;
+// A merged step holds at most this many operations (QEMU's limit too) and parts (iovecs); its
+// parts come from a pool with a slot for every second operation in flight, and a run that
+// finds none left goes to the host an operation at a time.
+constexpr size_t kMaxRunOperations = 32;
+constexpr size_t kMaxRunParts = 256;
 
 bool is_transfer(IoOp::Kind kind) {
     return kind == IoOp::Kind::Read || kind == IoOp::Kind::Write;
@@ -88,8 +93,28 @@ std::unique_ptr<IoQueue> open_sync_queue(DiskImage& image, uint32_t depth) {
     return std::make_unique<SyncQueue>(image, depth);
 }
 
-IoQueue::IoQueue(DiskImage& image, uint32_t depth) : image_(image), depth_(depth) {
+IoQueue::IoQueue(DiskImage& image, uint32_t depth)
+    : image_(image),
+      depth_(depth),
+      run_parts_pool_(sizeof(GuestBuffers::Part) * std::min<size_t>(depth, kMaxRunParts),
+                      std::max(depth / 2, 1u)) {
     if (image.buffer_alignment() > 1) bounce_pool_.emplace(kBounceWindow, depth);
+}
+
+void IoQueue::List::push(IoRequest& request) noexcept {
+    request.flight.next = nullptr;
+    if (tail)
+        tail->flight.next = &request;
+    else
+        head = &request;
+    tail = &request;
+}
+
+IoRequest* IoQueue::List::pop() noexcept {
+    IoRequest* request = head;
+    if (request) head = request->flight.next;
+    if (!head) tail = nullptr;
+    return request;
 }
 
 void IoQueue::submit(IoRequest& request, const IoOp& op) noexcept {
@@ -102,11 +127,11 @@ void IoQueue::submit(IoRequest& request, const IoOp& op) noexcept {
         if (!flight.bounce) return finished(request, -ENOBUFS);  // more in flight than depth
         flight.bounce_part = GuestBuffers::Part(bounce_bytes(flight, kBounceWindow));
     }
-    next_step(request);
+    submitted_.push(request);
 }
 
 // The step after what has moved so far; a write's bounce window is filled first.
-void IoQueue::next_step(IoRequest& request) {
+void IoQueue::prepare_step(IoRequest& request) {
     IoRequest::Flight& flight = request.flight;
     const IoOp& op = flight.op;
     flight.step = {.kind = op.kind,
@@ -128,7 +153,74 @@ void IoQueue::next_step(IoRequest& request) {
             flight.step.buffers = op.buffers.slice(flight.moved, rest);
         }
     }
+}
+
+void IoQueue::next_step(IoRequest& request) {
+    prepare_step(request);
     issue_or_fail(request);
+}
+
+// Hands what submit() took to the host, a run of transfers that continue each other as one
+// step.
+void IoQueue::issue_submitted() {
+    while (IoRequest* request = submitted_.pop()) {
+        prepare_step(*request);
+        const IoRequest::Flight& flight = request->flight;
+        const bool mergeable = is_transfer(flight.op.kind) && !flight.bounce;
+        if (mergeable && submitted_.head) merge_run(*request);
+        issue_or_fail(*request);
+    }
+}
+
+// Takes the submitted operations that continue `first`'s transfer into its step.
+void IoQueue::merge_run(IoRequest& first) {
+    IoRequest::Flight& flight = first.flight;
+    const auto continues = [&](const IoRequest::Flight& next, size_t operations, size_t parts) {
+        return next.op.kind == flight.op.kind && !next.bounce &&
+               next.op.offset == flight.op.offset + flight.step.length &&
+               operations < kMaxRunOperations &&
+               parts + next.op.buffers.piece_count() <=
+                   run_parts_pool_.slot_size() / sizeof(GuestBuffers::Part);
+    };
+    const size_t first_parts = flight.op.buffers.piece_count();
+    if (!continues(submitted_.head->flight, 1, first_parts)) return;
+    flight.run_parts = run_parts_pool_.acquire();
+    if (!flight.run_parts) return;
+    auto* parts = reinterpret_cast<GuestBuffers::Part*>(flight.run_parts->bytes().data());
+    size_t count = 0, operations = 1;
+    for (const GuestBuffers::Part piece : flight.op.buffers) parts[count++] = piece;
+    for (IoRequest* last = &first;
+         submitted_.head && continues(submitted_.head->flight, operations, count); ++operations) {
+        IoRequest& next = *submitted_.pop();
+        for (const GuestBuffers::Part piece : next.flight.op.buffers) parts[count++] = piece;
+        flight.step.length += next.flight.op.buffers.size();
+        last->flight.run_next = &next;
+        last = &next;
+    }
+    flight.step.buffers = GuestBuffers(std::span<const GuestBuffers::Part>(parts, count));
+}
+
+// The merged step of `first`'s run ended: each operation the host reached takes its part of
+// the bytes moved; one it stopped short of, or every one when the step failed, goes on alone,
+// so that an error is its own operation's, not its neighbours'.  Returns how many are done.
+size_t IoQueue::split_run(IoRequest& first) {
+    const int64_t result = first.flight.result;
+    first.flight.run_parts.reset();
+    uint64_t start = 0;
+    size_t done = 0;
+    for (IoRequest* request = &first; request;) {
+        IoRequest& own = *request;
+        request = std::exchange(own.flight.run_next, nullptr);
+        const uint64_t length = own.flight.op.buffers.size();
+        if (result > 0 && static_cast<uint64_t>(result) > start) {
+            own.flight.result = static_cast<int64_t>(std::min(uint64_t(result) - start, length));
+            done += advance(own);
+        } else {
+            next_step(own);
+        }
+        start += length;
+    }
+    return done;
 }
 
 void IoQueue::issue_or_fail(IoRequest& request) noexcept {
@@ -144,24 +236,17 @@ void IoQueue::issue_or_fail(IoRequest& request) noexcept {
 
 void IoQueue::finished(IoRequest& request, int64_t result) noexcept {
     request.flight.result = result;
-    request.flight.next = nullptr;
-    if (finished_tail_)
-        finished_tail_->flight.next = &request;
-    else
-        finished_head_ = &request;
-    finished_tail_ = &request;
+    finished_.push(request);
 }
 
 size_t IoQueue::progress() {
     size_t done = 0;
     for (;;) {
+        issue_submitted();
         poll();
-        if (!finished_head_) return done;
-        while (IoRequest* request = finished_head_) {
-            finished_head_ = request->flight.next;
-            if (!finished_head_) finished_tail_ = nullptr;
-            if (advance(*request)) ++done;
-        }
+        if (!finished_.head) return done;
+        while (IoRequest* request = finished_.pop())
+            done += request->flight.run_parts ? split_run(*request) : advance(*request);
     }
 }
 

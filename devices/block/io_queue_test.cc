@@ -193,6 +193,68 @@ TEST_P(IoQueueTest, BouncesUnalignedBuffersWithCacheNone) {
     EXPECT_EQ(in[0], 0) << "nothing outside the buffers";
 }
 
+// Transfers submitted together whose ranges follow each other go to the host as one step, as
+// QEMU merges them; each still gets its own bytes and its own completion.
+TEST_P(IoQueueTest, MovesAdjacentTransfersAsOneStepAndEachGetsItsBytes) {
+    auto queue = open(*image);
+    constexpr int kOps = 40;  // more than one merged step holds
+    constexpr size_t kBytes = 8192;
+    auto data = pattern(kOps * kBytes, 3);
+    std::deque<Recorded> writes(kOps), reads(kOps);
+    std::vector<std::vector<uint8_t>> into(kOps, std::vector<uint8_t>(kBytes));
+    std::vector<GuestBuffers::Part> from, to;
+    for (int i = 0; i < kOps; ++i) {
+        // Two pieces each: a run's parts are every piece of every operation.
+        from.emplace_back(std::span(data).subspan(i * kBytes, 512));
+        from.emplace_back(std::span(data).subspan(i * kBytes + 512, kBytes - 512));
+        to.emplace_back(std::span(into[i]).first(kBytes - 512));
+        to.emplace_back(std::span(into[i]).last(512));
+    }
+    for (int i = 0; i < kOps; ++i)
+        queue->submit(writes[i], {.kind = IoOp::Kind::Write,
+                                  .offset = 4096 + i * kBytes,
+                                  .buffers = GuestBuffers(std::span(from).subspan(2 * i, 2))});
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(writes, [](auto& r) { return r.done == 1; }); }));
+    EXPECT_TRUE(std::ranges::all_of(writes, [](auto& r) { return r.ok; }));
+    EXPECT_EQ(file.read(4096, data.size()), data);
+    EXPECT_EQ(file.read(0, 4096), filled(4096, 0xaa)) << "nothing outside the range";
+    for (int i = 0; i < kOps; ++i)
+        queue->submit(reads[i], {.kind = IoOp::Kind::Read,
+                                 .offset = 4096 + i * kBytes,
+                                 .buffers = GuestBuffers(std::span(to).subspan(2 * i, 2))});
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; }); }));
+    for (int i = 0; i < kOps; ++i) {
+        ASSERT_TRUE(reads[i].ok) << i;
+        EXPECT_TRUE(std::equal(into[i].begin(), into[i].end(), data.begin() + i * kBytes)) << i;
+    }
+}
+
+// A merged read the host ends short of some of its operations (the image shrank): those
+// before the end complete, the one cut goes on alone from where it stopped and those after
+// are read alone; each past the end fails on its own.
+TEST_P(IoQueueTest, AMergedReadCutShortEndsEachOperationOnItsOwn) {
+    auto queue = open(*image);
+    ASSERT_EQ(::truncate(file.path().c_str(), 6144), 0);
+    std::vector<uint8_t> into(3 * 4096, 0x11);
+    std::vector<GuestBuffers::Part> parts;
+    for (int i = 0; i < 3; ++i) parts.emplace_back(std::span(into).subspan(i * 4096, 4096));
+    std::deque<Recorded> reads(3);
+    for (int i = 0; i < 3; ++i)
+        queue->submit(reads[i], {.kind = IoOp::Kind::Read,
+                                 .offset = uint64_t(i) * 4096,
+                                 .buffers = GuestBuffers(std::span(&parts[i], 1))});
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; }); }));
+    EXPECT_TRUE(reads[0].ok);
+    EXPECT_EQ(std::vector<uint8_t>(into.begin(), into.begin() + 4096), filled(4096, 0xaa));
+    for (int i : {1, 2}) {
+        EXPECT_FALSE(reads[i].ok) << i;
+        EXPECT_EQ(reads[i].error, std::errc::io_error) << i;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryBackend, IoQueueTest,
                          ::testing::Values(AioMode::IoUring, AioMode::Threads, AioMode::Sync),
                          mode_name);
@@ -221,6 +283,38 @@ TEST(IoQueueFailureTest, AStepTheHostRefusesFailsItsOperation) {
     EXPECT_TRUE(flush.ok);
 }
 
+// The host sees a run of adjacent transfers as one call, at most 32 operations each, and
+// transfers that do not continue each other as a call each; after a merged step that failed
+// (here: the host refused it) each operation goes on alone, so only its own error is its.
+TEST(IoQueueMergeTest, OneHostCallPerRunOfAdjacentTransfers) {
+    TempImage file(1 << 20, 0xaa);
+    FaultyImage image(open_disk_image(file.path(), false));
+    auto queue = image.open_queue(AioMode::Sync, 64);
+    std::vector<uint8_t> into(64 * 4096);
+    std::vector<GuestBuffers::Part> parts;
+    for (int i = 0; i < 64; ++i) parts.emplace_back(std::span(into).subspan(i * 4096, 4096));
+    const auto read_all = [&](int count, uint64_t stride) {
+        std::deque<Recorded> reads(count);
+        for (int i = 0; i < count; ++i)
+            queue->submit(reads[i], {.kind = IoOp::Kind::Read,
+                                     .offset = i * stride,
+                                     .buffers = GuestBuffers(std::span(&parts[i], 1))});
+        EXPECT_TRUE(serve_until(*queue, [&] {
+            return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; });
+        }));
+        return std::ranges::count_if(reads, [](auto& r) { return r.ok; });
+    };
+    image.throw_at(0);
+    EXPECT_EQ(read_all(40, 4096), 40);
+    EXPECT_EQ(image.calls(), 2) << "32 operations, then 8";
+    image.throw_at(0);
+    EXPECT_EQ(read_all(8, 8192), 8);
+    EXPECT_EQ(image.calls(), 8) << "a gap between each";
+    image.throw_at(1);
+    EXPECT_EQ(read_all(4, 4096), 4);
+    EXPECT_EQ(image.calls(), 5) << "the refused step, then each read alone";
+}
+
 // aio=threads is how an image without io_uring (qcow2) gets depth: its blocking calls run
 // side by side on the pool, which grows while work waits.
 TEST(ThreadPoolQueueTest, RunsAnImagesBlockingCallsSideBySide) {
@@ -231,6 +325,7 @@ TEST(ThreadPoolQueueTest, RunsAnImagesBlockingCallsSideBySide) {
     std::deque<Recorded> reads(16);
     for (auto& read : reads)
         queue->submit(read, {.kind = IoOp::Kind::Read, .buffers = GuestBuffers(part)});
+    queue->progress();  // hands them to the pool
     EXPECT_TRUE(gated.wait_inside(16)) << "16 reads blocked at once";
     gated.open_gate();
     ASSERT_TRUE(serve_until(

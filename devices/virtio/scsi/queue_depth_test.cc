@@ -35,12 +35,13 @@ class ScsiQueueDepthTest : public ControllerTest {
         send(address(kGatedLun), {0x03, 0, 0, 0, 18, 0}, {}, 18);
         wait_used(++commands);
     }
-    // kReads one-block READ(10)s of the gated LUN, kicked together.
+    // kReads one-block READ(10)s of the gated LUN, kicked together; every second block, so
+    // that no two are merged into one host read.
     std::vector<Sent> send_reads() {
         std::vector<Sent> reads;
         for (uint8_t i = 0; i < kReads; ++i)
-            reads.push_back(send(address(kGatedLun), {0x28, 0, 0, 0, 0, i, 0, 0, 1, 0}, {}, 512, 2,
-                                 100 + i, i + 1 == kReads));
+            reads.push_back(send(address(kGatedLun), {0x28, 0, 0, 0, 0, uint8_t(2 * i), 0, 0, 1, 0},
+                                 {}, 512, 2, 100 + i, i + 1 == kReads));
         return reads;
     }
 
