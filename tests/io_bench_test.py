@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/boot-bench --io on real boots, short: one round of mvmm (pool, drain) and QEMU, each workload 2 s in the
-guest. Both VMMs' guests read every byte back as filled and report sane rates; the memory at the end of the
-workload and mvmm's trims are in the records; the mvmm/QEMU ratios and the summary are written."""
+guest. Both VMMs' guests read every byte back as filled and report sane rates, and sane device requests and
+interrupts per read; the memory at the end of the workload and mvmm's trims are in the records; the mvmm/QEMU
+ratios and the summary are written."""
 
 import json
 import tempfile
@@ -20,6 +21,10 @@ def check_io(r):
         iops, mib_s = r[f"{workload}_iops"], r[f"{workload}_mib_s"]
         expect(0 < iops < RATE_BOUND, f"{r['tag']}: {workload} {iops} IOPS")
         expect(abs(mib_s - iops * block / (1 << 20)) <= 0.02 * mib_s + 0.1, f"{r['tag']}: {workload} {mib_s} MiB/s")
+        # Each read is a device request or merged into one; completions raise interrupts, never many per read.
+        requests, irqs = r[f"{workload}_dev_ios_per_io"], r[f"{workload}_irqs_per_io"]
+        expect(requests is not None and 0 < requests <= 1.01, f"{r['tag']}: {workload} {requests} requests/read")
+        expect(irqs is not None and 0 < irqs <= 2, f"{r['tag']}: {workload} {irqs} interrupts/read")
     expect(r["peak_rss_kib"] > r["guest_ram_rss_kib"] > 0 and r["heap_rss_kib"] > 0, f"{r['tag']}: memory")
     if r["vmm"] == "mvmm":
         expect(r["r_trims"] is not None and r["r_trim_ms"] is not None, f"{r['tag']}: no trim figures")

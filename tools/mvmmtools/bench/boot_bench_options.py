@@ -52,9 +52,11 @@ filled disks with O_DIRECT, 4 KiB random reads over every disk at once (32 / dis
 then 64 KiB sequential reads of the first at depth 32, --io-seconds each; mvmm once per --request-allocs x
 --trim-policies (default pool,malloc,calloc x off,drain,adaptive) x --aios (aio= of the disks; default mvmm's), and
 QEMU (its default aio=threads, and aio=io_uring too when --aios has io_uring). Rates, boot and workload times,
-memory at the guest's io-done marker, trims (and the qcow2 caches); the summary has a row per variant. Before the
-boots the test host runs the same two workloads itself on the first raw disk's file (through the page cache, as
-both VMMs read it): the host-side limit, and each variant's rates as a fraction of it.
+per read of each workload the block device requests, read merges and virtio interrupts the guest kernel counted
+(/sys/block/<disk>/stat, /proc/interrupts), memory at the guest's io-done marker, trims (and the qcow2 caches);
+the summary has a row per variant. Before the boots the test host runs the same two workloads itself on the first
+raw disk's file (through the page cache, as both VMMs read it): the host-side limit, and each variant's rates as a
+fraction of it.
 
 --disk-delay-ms N: a slow disk, where a VMM that keeps one request in flight (mvmm's aio=sync) gets one request per
 device latency whatever the guest's depth, and one that keeps the guest's 32 gets up to 32 times that (in the TCG

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from mvmmtools.say import say
 
 IO_WORKLOADS = ("randread", "seqread")  # what the guest's io-bench script runs, in order
+# What the guest kernel counted during a workload, over the disks it read (io-bench): the block devices' completed
+# reads and read merges, and the interrupts of their virtio devices' request queues.
+IO_COUNTERS = ("dev_ios", "dev_merges", "irqs")
 
 
 # --- one run's figures ------------------------------------------------------------------------------------------
@@ -82,6 +85,7 @@ class Run:
             "malloc_rss_kib": _plus(self.memory.get("heap_rss_kib"), self.memory.get("arena_rss_kib")),
             **{f"stats_{k}": v for k, v in self.exit_stats.items()},
             **{f"{w}_{k}": io.get(w, {}).get(k) for w in IO_WORKLOADS for k in ("iops", "mib_s")},
+            **{f"{w}_{k}_per_io": _per_io(io.get(w, {}), k) for w in IO_WORKLOADS for k in IO_COUNTERS},
         }
 
     def problems(self, disks, markers=True, io=False):
@@ -114,6 +118,12 @@ class Run:
         if not self.memory.get("guest_kib"):
             found.append("no guest RAM in the memory read at io-done (the VMM was gone or exiting)")
         return found
+
+
+def _per_io(result, key):
+    """A workload's counter per read it made; None when the guest did not print it (io-bench before issue 26)."""
+    count, ios = result.get(key), result.get("ios")
+    return round(count / ios, 4) if isinstance(count, int) and isinstance(ios, int) and ios > 0 else None
 
 
 def _plus(a, b):

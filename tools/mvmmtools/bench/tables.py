@@ -3,7 +3,7 @@ their confidence intervals, and the gate's verdict."""
 
 import statistics
 
-from mvmmtools.bench.results import IO, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
+from mvmmtools.bench.results import IO, IO_PER_READ, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
 
 KIB_PER_MIB = 1024
 
@@ -53,7 +53,8 @@ def config_tables(config, variants, reps):
 
 def io_tables(config, variants, reps):
     """The tables of a configuration whose guest ran the I/O workloads, a row per variant: the boot and workload
-    times and rates, then the memory right after the workload, mvmm's trims and its qcow2 caches."""
+    times and rates, what the guest kernel counted per read, then the memory right after the workload, mvmm's
+    trims and its qcow2 caches."""
     def rows(columns):
         return [[completed(v, variants, reps)] + [cell(variants[v]["metrics"].get(k), scale, digits)
                                                   for k, scale, digits in columns] for v in variants]
@@ -65,6 +66,9 @@ def io_tables(config, variants, reps):
               ("r_trim_ms", 1, 1), ("r_cache_resident_kib", KIB_PER_MIB, 1), ("r_cache_allocated_kib", KIB_PER_MIB, 1)]
     return ["", table(f"{config}: boot and I/O in the guest, median [min-max]",
                       ["variant", "exec -> init s"] + [h for _, h in IO], rows(rates)),
+            "", table(f"{config}: per read of each workload, the block device requests, read merges and virtio "
+                      "interrupts the guest kernel counted, median [min-max]",
+                      ["variant"] + [h for _, h in IO_PER_READ], rows([(k, 1, 3) for k, _ in IO_PER_READ])),
             "", table(f"{config}: at the end of the workload (MiB from /proc; trims and qcow2 caches at exit, "
                       "from mvmm's --report)",
                       ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "arenas Rss",

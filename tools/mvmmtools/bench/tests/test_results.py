@@ -126,21 +126,25 @@ class Summary(unittest.TestCase):
         self.assertEqual(float(rows[0]["exit_s"]), self.records[0]["exit_s"])
 
 
-def io_line(tag, workload, iops, block, mismatches=0):
+def io_line(tag, workload, iops, block, mismatches=0, counters=""):
     return (f"BOOTBENCH-LINE {tag} 110.0 MVMM-MARK io 5.1 workload={workload} block_bytes={block} depth=32 "
             f"ios={iops * 5} seconds=5.001 iops={iops} mib_s={iops * block / (1 << 20):.1f} mismatches={mismatches} "
-            "errors=0")
+            f"errors=0{counters}")
 
 
-# mvmm-a and QEMU ran both workloads (QEMU 20% faster) and got to io-done, mvmm-b's guest printed none; the
-# memory lines have the thread arenas that today's runner reads too (mvmm's I/O threads and QEMU's).
+# The guest kernel's counts during mvmm-a's workloads (io-bench since issue 26): randread 50000 reads, seqread 5000.
+COUNTERS = {"randread": " dev_ios=50000 dev_merges=0 irqs=41000", "seqread": " dev_ios=4000 dev_merges=1000 irqs=500"}
+# mvmm-a and QEMU ran both workloads (QEMU 20% faster) and got to io-done, mvmm-b's guest printed none; QEMU's
+# marks are as io-bench printed them before issue 26 (no counters); the memory lines have the thread arenas that
+# today's runner reads too (mvmm's I/O threads and QEMU's).
 ARENAS = {"r1.c0.mvmm-a": 2048, "r1.c0.mvmm-b": 2048, "r1.c0.qemu": 8192}
 IO_TRANSCRIPT = "\n".join([re.sub(r"(BOOTBENCH-MEM (\S+) .*)",
                                   lambda m: f"{m[1]} arena_rss_kib={ARENAS[m[2]]} arena_size_kib=4096 arenas=2",
-                                  TRANSCRIPT)] + [io_line(tag, workload, iops, block) for tag, scale in
-                                            (("r1.c0.mvmm-a", 1.0), ("r1.c0.qemu", 1.2))
-                                            for workload, iops, block in (("randread", int(10000 * scale), 4096),
-                                                                          ("seqread", int(1000 * scale), 65536))] +
+                                  TRANSCRIPT)] +
+                          [io_line(tag, workload, iops, block, counters=COUNTERS[workload] if tag.endswith("a") else "")
+                           for tag, scale in (("r1.c0.mvmm-a", 1.0), ("r1.c0.qemu", 1.2))
+                           for workload, iops, block in (("randread", int(10000 * scale), 4096),
+                                                         ("seqread", int(1000 * scale), 65536))] +
                           [f"BOOTBENCH-LINE {tag} {t} MVMM-MARK io-done 60.0"
                            for tag, t in (("r1.c0.mvmm-a", 111.0), ("r1.c0.qemu", 290.0))])
 
@@ -175,6 +179,18 @@ class IoWorkloads(unittest.TestCase):
         self.assertEqual((a["randread_iops"], a["randread_mib_s"]), (10000, 39.1))
         self.assertEqual((qemu["seqread_iops"], qemu["seqread_mib_s"]), (1200, 75.0))
         self.assertEqual(a["problems"], [])
+
+    def test_requests_and_interrupts_per_read(self):
+        a = self.records[0]
+        self.assertEqual([a[k] for k, _ in results.IO_PER_READ], [1.0, 0.0, 0.82, 0.8, 0.2, 0.1])
+        self.assertEqual(results.summarize(self.records)["1 disk"]["mvmm-a"]["metrics"]["seqread_irqs_per_io"],
+                         {"median": 0.1, "min": 0.1, "max": 0.1, "n": 1})
+
+    def test_marks_without_counters_have_none_per_read(self):
+        qemu = self.records[2]
+        self.assertEqual(qemu["problems"], [])
+        self.assertEqual([qemu[k] for k, _ in results.IO_PER_READ], [None] * 6)
+        self.assertNotIn("randread_irqs_per_io", results.summarize(self.records)["1 disk"]["qemu"]["metrics"])
 
     def test_workload_time_from_init_to_io_done(self):
         a, b, qemu = self.records
@@ -223,10 +239,13 @@ class IoWorkloads(unittest.TestCase):
         self.assertIn("1 disk: boot and I/O in the guest", text)
         rows = [line.split() for line in text.splitlines() if line.startswith("mvmm-a ")]
         self.assertEqual(rows[0][1:7], ["62.17", "10000", "39.1", "1000", "62.5", "18.02"])
-        self.assertEqual(rows[1][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
-        self.assertEqual(rows[1][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
-        self.assertEqual(rows[1][11:], ["-", "-"])  # and no qcow2 caches
+        self.assertEqual(rows[1][1:], ["1.000", "0.000", "0.820", "0.800", "0.200", "0.100"])  # per read
+        self.assertEqual(rows[2][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
+        self.assertEqual(rows[2][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
+        self.assertEqual(rows[2][11:], ["-", "-"])  # and no qcow2 caches
         self.assertIn("mvmm-b [0/1 ok]", text)
+        qemu = [line.split() for line in text.splitlines() if line.startswith("qemu ")]
+        self.assertEqual(qemu[1][1:], ["-"] * 6)  # its marks had no counters
 
 
 if __name__ == "__main__":
