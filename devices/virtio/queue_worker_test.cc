@@ -205,6 +205,36 @@ TEST_F(QueueWorkersTest, StopCompletesTheRequestsInFlightOfAnAsynchronousHandler
     EXPECT_EQ(handler.held(), 0u);
 }
 
+// A handler without a completion fd that completes one request per progress(), as one that
+// finishes a step at a time would: a reset calls progress() again while it completes some,
+// and stops only on one that completes none (a handler bug).
+class OneAtATimeHandler : public AsyncRequestHandler {
+  public:
+    void start(InFlight& request) override { held_.push_back(&request); }
+    void progress() override {
+        if (held_.empty()) return;
+        InFlight* oldest = held_.front();
+        held_.pop_front();
+        oldest->complete(0);
+    }
+    size_t held() const { return held_.size(); }
+
+  private:
+    std::deque<InFlight*> held_;
+};
+
+TEST_F(QueueWorkersTest, StopKeepsCallingAHandlerWithoutAnFdWhileItCompletesSome) {
+    OneAtATimeHandler handler;  // queue 0's alone: it completes whatever it holds
+    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
+                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    for (int i = 0; i < 3; ++i) submit(0);
+    io.poll();  // one batch: three started, one completed
+    ASSERT_EQ(handler.held(), 2u);
+    workers.stop();
+    EXPECT_EQ(handler.held(), 0u);
+    EXPECT_EQ(drivers[0]->used_idx(), 3);
+}
+
 TEST_F(QueueWorkersTest, StatisticsKeepTheFirstDriverOkAndTheFirstNotify) {
     IncrementHandler handler;
     vt::IoThread thread(io);
