@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread_name.h"
 #include "rcu/heap_trim.h"
 #include "rcu/rcu.h"
 #include "rcu/trim.h"
@@ -98,7 +99,10 @@ class CallThread {
   private:
     void start_locked() {
         if (running_) return;
-        thread_ = std::thread([this] { run(); });
+        thread_ = std::thread([this] {
+            name_this_thread("rcu-call");
+            run();
+        });
         running_ = true;
         if (!stop_at_exit_) {
             std::atexit([] { rcu::stop(); });

@@ -6,6 +6,7 @@
 #include <string>
 #include <system_error>
 
+#include "base/thread_name.h"
 #include "rcu/rcu.h"
 
 namespace mvmm {
@@ -21,7 +22,11 @@ void IoThreads::start(unsigned count) {
     work_.emplace(boost::asio::make_work_guard(io_));
     threads_.reserve(count);
     try {
-        for (unsigned i = 0; i < count; ++i) threads_.emplace_back([this] { serve(); });
+        for (unsigned i = 0; i < count; ++i)
+            threads_.emplace_back([this, i] {
+                name_this_thread("io" + std::to_string(i));
+                serve();
+            });
     } catch (const std::system_error& e) {
         // The running threads return only once the work guard is gone: stop before joining.
         const auto started = threads_.size();

@@ -3,6 +3,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/thread_name.h"
+
 namespace mvmm::devices::block {
 namespace {
 
@@ -57,7 +59,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::start_thread() {
-    threads_.emplace_back([this] { serve(); });
+    threads_.emplace_back([this] {
+        name_this_thread("aio-pool");
+        serve();
+    });
 }
 
 unsigned ThreadPool::threads() const {

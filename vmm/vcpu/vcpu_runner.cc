@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "base/thread_name.h"
 #include "rcu/rcu.h"
 
 namespace mvmm {
@@ -57,6 +58,7 @@ void VcpuRunner::join() {
 }
 
 void VcpuRunner::loop(const Vcpu& vcpu) {
+    name_this_thread("vcpu" + std::to_string(vcpu.index()));
     rcu::ThreadRegistration rcu_reader;
     VcpuProbe& probe = diagnostics_.probe(vcpu.index());
     probe.attach(vcpu);  // before the first check of stopping_: a stop() from now on kicks it

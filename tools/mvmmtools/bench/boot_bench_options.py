@@ -53,7 +53,8 @@ then 64 KiB sequential reads of the first at depth 32, --io-seconds each; mvmm o
 --trim-policies (default pool,malloc,calloc x off,drain,adaptive) x --aios (aio= of the disks; default mvmm's), and
 QEMU (its default aio=threads, and aio=io_uring too when --aios has io_uring). Rates, boot and workload times,
 per read of each workload the block device requests, read merges and virtio interrupts the guest kernel counted
-(/sys/block/<disk>/stat, /proc/interrupts), memory at the guest's io-done marker, trims (and the qcow2 caches);
+(/sys/block/<disk>/stat, /proc/interrupts) and the VMM's host CPU time (in all, its vCPUs, io_uring's workers, its
+other threads), memory at the guest's io-done marker, trims (and the qcow2 caches);
 the summary has a row per variant. Before the boots the test host runs the same two workloads itself on the first
 raw disk's file (through the page cache, as both VMMs read it): the host-side limit, and each variant's rates as a
 fraction of it.

@@ -15,6 +15,11 @@
 #                                                the VMM's largest mapping (guest RAM) with that mapping's size, its
 #                                                [heap] mapping's Rss and Size (glibc's main arena), and the Rss
 #                                                and Size of glibc's other arenas (those of threads that malloc)
+#   BOOTBENCH-CPU TAG <uptime> io-start|io ticks=N <tid>:<name>:<ticks> ...
+#                                                at the guest's io-start and io markers (boot-bench --io): the CPU
+#                                                time the VMM used so far (utime + stime, clock ticks; its ended
+#                                                threads' included), then each of its threads with its name (spaces
+#                                                as _) and its own, io_uring's workers too
 #   BOOTBENCH-END TAG <uptime> <exit code> <hung 0|1>
 #   BOOTBENCH-THREAD TAG <tid> <name> <state> wchan=.. stack: ..
 #                                                per thread of a VMM that hangs, before it is killed: where each
@@ -189,9 +194,33 @@ bb_stamp() {
 			" arena_size_kib=" arena_size " arenas=" arena_count
 		fflush()
 	}
+	# A /proc stat file as "<name with _ for spaces>:<utime + stime>".
+	function stat_ticks(path,  line, f, comm) {
+		getline line < path
+		close(path)
+		comm = line
+		sub(/^[^(]*\(/, "", comm)
+		sub(/\).*$/, "", comm)
+		gsub(/ /, "_", comm)
+		sub(/^[^)]*\) /, "", line)
+		split(line, f, " ")
+		return comm ":" (f[12] + f[13])
+	}
+	function cpu(t, marker,  pid, cmd, tid, all, out) {
+		getline pid < pidfile
+		close(pidfile)
+		all = stat_ticks(proc "/" pid "/stat")
+		out = "BOOTBENCH-CPU " tag " " t " " marker " ticks=" substr(all, index(all, ":") + 1)
+		cmd = "ls " proc "/" pid "/task"
+		while ((cmd | getline tid) > 0) out = out " " tid ":" stat_ticks(proc "/" pid "/task/" tid "/stat")
+		close(cmd)
+		print out
+		fflush()
+	}
 	{
 		t = uptime()
 		sub(/\r+$/, "")
+		if (match($0, /MVMM-MARK io(-start)? /)) cpu(t, substr($0, RSTART + 10, RLENGTH - 11))
 		print > out
 		if ($0 ~ keep) {
 			print "BOOTBENCH-LINE " tag " " t " " $0

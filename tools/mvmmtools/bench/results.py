@@ -47,10 +47,15 @@ IO_PER_READ = [("randread_dev_ios_per_io", "4K rand dev reqs/read"),
                ("seqread_dev_ios_per_io", "64K seq dev reqs/read"),
                ("seqread_dev_merges_per_io", "64K seq merges/read"),
                ("seqread_irqs_per_io", "64K seq irqs/read")]
+# The VMM's host CPU per read of each workload (runs.py: CPU_CLASSES), in us.
+IO_CPU = [(f"{w}_{k}_us_per_io", f"{label} {what} us/read") for w, label in (("randread", "4K rand"),
+                                                                            ("seqread", "64K seq"))
+          for k, what in (("cpu", "CPU"), ("vcpu", "vCPUs"), ("iowq", "io_uring wq"), ("vmm", "VMM threads"),
+                          ("ended", "ended threads"))]
 GATED = [k for k, _ in SEGMENTS if k != "to_init_s"] + [k for k, _ in SETUP]
 RATIO_METRICS = ["init_s", "all_disks_s", "exit_s", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
 IO_RATIO_METRICS = [k for k, _ in IO] + ["peak_rss_kib", "beyond_guest_kib", "heap_rss_kib", "malloc_rss_kib"]
-LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO + IO_PER_READ)
+LABELS = dict(TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO + IO_PER_READ + IO_CPU)
 
 
 def _minus(a, b):
@@ -151,7 +156,7 @@ def summarize(records):
         for variant in names([r for r in records if r["config"] == config], "variant"):
             mine = [r for r in good if r["config"] == config and r["variant"] == variant]
             metrics = {}
-            for key, _ in TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO + IO_PER_READ:
+            for key, _ in TIMES + SEGMENTS + SETUP + MEMORY + REPORT + IO + IO_PER_READ + IO_CPU:
                 values = [r[key] for r in mine if isinstance(r.get(key), (int, float))]
                 if values:
                     metrics[key] = {"median": statistics.median(values), "min": min(values), "max": max(values),

@@ -14,6 +14,15 @@ IO_WORKLOADS = ("randread", "seqread")  # what the guest's io-bench script runs,
 # What the guest kernel counted during a workload, over the disks it read (io-bench): the block devices' completed
 # reads and read merges, and the interrupts of their virtio devices' request queues.
 IO_COUNTERS = ("dev_ios", "dev_merges", "irqs")
+# The VMM's host CPU time per read of a workload (from the runner's BOOTBENCH-CPU snapshots at the guest's io-start
+# and io markers), in all and by its threads' names: the guest's vCPUs (mvmm's vcpuN, QEMU's "CPU N/KVM"), io_uring's
+# workers (the kernel's iou-wrk-N, counted as the VMM's threads), the VMM's other threads (its I/O threads, thread
+# pool and the rest), and threads that ended meanwhile (the whole process's time less its threads'). Clock ticks
+# are USER_HZ, 100 a second on Linux.
+CPU_CLASSES = (("vcpu", re.compile(r"vcpu\d+|CPU_\d+/KVM")), ("iowq", re.compile(r"iou-wrk-\d+")),
+               ("vmm", re.compile(r".*")))
+CPU_FIGURES = ("cpu",) + tuple(name for name, _ in CPU_CLASSES) + ("ended",)
+CPU_US_PER_TICK = 10_000
 
 
 # --- one run's figures ------------------------------------------------------------------------------------------
@@ -35,6 +44,8 @@ class Run:
     exit_stats: dict = field(default_factory=dict)
     report: dict = None  # mvmm's --report document
     tail: list = field(default_factory=list)  # a hung VMM's threads, a failed run's last output lines
+    # [(marker, ticks, {tid: (name, ticks)})] at the guest's io-start and io markers, in order
+    cpu: list = field(default_factory=list)
 
     def since_exec(self, pattern, last=False):
         hits = [t for t, text in self.lines if re.search(pattern, text)]
@@ -86,7 +97,23 @@ class Run:
             **{f"stats_{k}": v for k, v in self.exit_stats.items()},
             **{f"{w}_{k}": io.get(w, {}).get(k) for w in IO_WORKLOADS for k in ("iops", "mib_s")},
             **{f"{w}_{k}_per_io": _per_io(io.get(w, {}), k) for w in IO_WORKLOADS for k in IO_COUNTERS},
+            **self.cpu_figures(io),
         }
+
+    def cpu_figures(self, io):
+        """{workload}_cpu_us_per_io and, per thread class, {workload}_{class}_us_per_io: the CPU time the VMM's
+        threads used between the snapshot before the workload and the one at its io marker, per read it made.
+        None without snapshots (not --io, or a run recorded before they were taken)."""
+        figures = {}
+        starts = [i for i, (marker, _, _) in enumerate(self.cpu) if marker == "io-start"]
+        series = self.cpu[starts[-1]:] if starts else []
+        for n, w in enumerate(IO_WORKLOADS):
+            ios = io.get(w, {}).get("ios")
+            used = _cpu_used(series[n], series[n + 1]) if len(series) > n + 1 else None
+            usable = used is not None and isinstance(ios, int) and ios > 0
+            for name in CPU_FIGURES:
+                figures[f"{w}_{name}_us_per_io"] = round(used[name] * CPU_US_PER_TICK / ios, 1) if usable else None
+        return figures
 
     def problems(self, disks, markers=True, io=False):
         """What went wrong; markers=False: a guest that prints no MVMM-MARK lines (only its exit counts); io: the
@@ -126,6 +153,28 @@ def _per_io(result, key):
     return round(count / ios, 4) if isinstance(count, int) and isinstance(ios, int) and ios > 0 else None
 
 
+def _cpu_used(before, after):
+    """Ticks between two snapshots, in all (cpu), per thread class and in threads that ended (the rest); a thread
+    that started in between counts from 0."""
+    used = {name: 0 for name in CPU_FIGURES}
+    used["cpu"] = after[1] - before[1]
+    for tid, (name, ticks) in after[2].items():
+        since = max(ticks - before[2].get(tid, (name, 0))[1], 0)
+        used[next(c for c, pattern in CPU_CLASSES if pattern.fullmatch(name))] += since
+    used["ended"] = max(used["cpu"] - sum(used[name] for name, _ in CPU_CLASSES), 0)
+    return used
+
+
+def cpu_snapshot(text):
+    """(marker, ticks, {tid: (name, ticks)}) from a BOOTBENCH-CPU line after its tag and uptime."""
+    marker, total, *threads = text.split()
+    snapshot = {}
+    for word in threads:
+        tid, name, ticks = word.split(":")
+        snapshot[int(tid)] = (name, int(ticks))
+    return marker, int(total.partition("=")[2]), snapshot
+
+
 def _plus(a, b):
     return a + b if a is not None and b is not None else None
 
@@ -153,7 +202,7 @@ class Collector:
         self.host_io = []  # bb_host_io's figures: {key: value} per workload
 
     def line(self, text):
-        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT|HOSTIO) (.*)", text.rstrip("\r"))
+        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT|HOSTIO|CPU) (.*)", text.rstrip("\r"))
         if not m:
             self.console.append(text.rstrip("\r"))
             return
@@ -180,6 +229,8 @@ class Collector:
                 run.exit_stats = key_values(stats.group(1))
         elif kind == "MEM":
             run.memory = key_values(rest)
+        elif kind == "CPU":
+            run.cpu.append(cpu_snapshot(rest.partition(" ")[2]))
         elif kind == "REPORT":
             try:
                 run.report = json.loads(rest)

@@ -3,7 +3,8 @@ their confidence intervals, and the gate's verdict."""
 
 import statistics
 
-from mvmmtools.bench.results import IO, IO_PER_READ, LABELS, MEMORY, REPORT, SEGMENTS, SETUP, TIMES
+from mvmmtools.bench.results import (IO, IO_CPU, IO_PER_READ, LABELS, MEMORY, REPORT, SEGMENTS, SETUP,
+                                     TIMES)
 
 KIB_PER_MIB = 1024
 
@@ -69,6 +70,10 @@ def io_tables(config, variants, reps):
             "", table(f"{config}: per read of each workload, the block device requests, read merges and virtio "
                       "interrupts the guest kernel counted, median [min-max]",
                       ["variant"] + [h for _, h in IO_PER_READ], rows([(k, 1, 3) for k, _ in IO_PER_READ])),
+            "", table(f"{config}: the VMM's host CPU per read of each workload, in all and by its threads (vCPUs, "
+                      "io_uring's workers, the VMM's other threads, threads that ended meanwhile), us, median "
+                      "[min-max]",
+                      ["variant"] + [h for _, h in IO_CPU], rows([(k, 1, 1) for k, _ in IO_CPU])),
             "", table(f"{config}: at the end of the workload (MiB from /proc; trims and qcow2 caches at exit, "
                       "from mvmm's --report)",
                       ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "arenas Rss",

@@ -11,8 +11,10 @@ from mvmmtools import REPO
 from mvmmtools.images.build import QEMU_BINARY
 
 DEFAULT_MVMM = REPO / "build" / "vmm" / "mvmm"
-# Debian's QEMU as the side-by-side peer of mvmm, in the test host or directly (PEER_QEMU in a scenario).
-PEER_QEMU = [str(QEMU_BINARY), "-accel", "kvm", "-M", "q35", "-cpu", "host", "-nographic", "-no-reboot"]
+# Debian's QEMU as the side-by-side peer of mvmm, in the test host or directly (PEER_QEMU in a scenario); its threads
+# named ("CPU 0/KVM", "worker", ...), as mvmm's are, so that a per-thread CPU count tells vCPUs from the rest.
+PEER_QEMU = [str(QEMU_BINARY), "-accel", "kvm", "-M", "q35", "-cpu", "host", "-nographic", "-no-reboot",
+             "-name", "peer,debug-threads=on"]
 EXIT_HUNG, EXIT_FIXTURE = 124, 125  # nothing ended within the time limit; the test host could not run the command
 HOST_CPUS = 1  # the test host's CPUs: guest-images/README.md says why one
 

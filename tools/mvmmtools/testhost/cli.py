@@ -4,8 +4,8 @@
               [--timestamps] [--verbose] -- <mvmm arguments>
 
 For hosts whose /dev/kvm cannot run a standard guest (no VMX/SVM, or PVM). mvmm (or, with --peer-qemu, Debian's
-qemu-system-x86_64 -accel kvm -M q35 -cpu host -nographic -no-reboot) runs as the test host's only program; its
-console output is relayed here line by line and mvmm-hostvm exits with its exit code.
+qemu-system-x86_64 -accel kvm -M q35 -cpu host -nographic -no-reboot -name peer,debug-threads=on) runs as the test
+host's only program; its console output is relayed here line by line and mvmm-hostvm exits with its exit code.
 
 - Every argument that names an existing regular file, alone or inside "key=value,..." or "kind:PATH" options, is
   copied into the test host at the same absolute path (relative names become absolute).

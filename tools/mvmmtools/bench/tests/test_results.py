@@ -146,7 +146,15 @@ IO_TRANSCRIPT = "\n".join([re.sub(r"(BOOTBENCH-MEM (\S+) .*)",
                            for workload, iops, block in (("randread", int(10000 * scale), 4096),
                                                          ("seqread", int(1000 * scale), 65536))] +
                           [f"BOOTBENCH-LINE {tag} {t} MVMM-MARK io-done 60.0"
-                           for tag, t in (("r1.c0.mvmm-a", 111.0), ("r1.c0.qemu", 290.0))])
+                           for tag, t in (("r1.c0.mvmm-a", 111.0), ("r1.c0.qemu", 290.0))] +
+                          # QEMU's threads at its io-start and io markers: an io_uring worker starts in randread,
+                          # a pool thread (14) runs 20 ticks in seqread and ends.
+                          ["BOOTBENCH-CPU r1.c0.qemu 280.0 io-start ticks=2100 10:qemu-system-x86:100 "
+                           "11:CPU_0/KVM:1000 12:CPU_1/KVM:1000",
+                           "BOOTBENCH-CPU r1.c0.qemu 285.0 io ticks=2760 10:qemu-system-x86:160 11:CPU_0/KVM:1300 "
+                           "12:CPU_1/KVM:1240 13:iou-wrk-10:60",
+                           "BOOTBENCH-CPU r1.c0.qemu 290.0 io ticks=2985 10:qemu-system-x86:175 11:CPU_0/KVM:1400 "
+                           "12:CPU_1/KVM:1300 13:iou-wrk-10:90"])
 
 
 class Qcow2Caches(unittest.TestCase):
@@ -191,6 +199,16 @@ class IoWorkloads(unittest.TestCase):
         self.assertEqual(qemu["problems"], [])
         self.assertEqual([qemu[k] for k, _ in results.IO_PER_READ], [None] * 6)
         self.assertNotIn("randread_irqs_per_io", results.summarize(self.records)["1 disk"]["qemu"]["metrics"])
+
+    def test_host_cpu_per_read_by_thread_class(self):
+        a, _, qemu = self.records
+        # randread: 60,000 reads, 660 ticks (vCPUs 540, io_uring's worker 60, the main loop 60); seqread: 6,000
+        # reads, 225 ticks (160, 30, 15 and 20 in the pool thread that ended); a tick is 10 ms.
+        self.assertEqual([qemu[k] for k, _ in results.IO_CPU],
+                         [110.0, 90.0, 10.0, 10.0, 0.0, 375.0, 266.7, 50.0, 25.0, 33.3])
+        self.assertEqual([a[k] for k, _ in results.IO_CPU], [None] * 10, "no snapshots, no figures")
+        self.assertIn("4K rand CPU us/read",
+                      "\n".join(tables.io_tables("1 disk", results.summarize(self.records)["1 disk"], 1)))
 
     def test_workload_time_from_init_to_io_done(self):
         a, b, qemu = self.records
@@ -240,9 +258,10 @@ class IoWorkloads(unittest.TestCase):
         rows = [line.split() for line in text.splitlines() if line.startswith("mvmm-a ")]
         self.assertEqual(rows[0][1:7], ["62.17", "10000", "39.1", "1000", "62.5", "18.02"])
         self.assertEqual(rows[1][1:], ["1.000", "0.000", "0.820", "0.800", "0.200", "0.100"])  # per read
-        self.assertEqual(rows[2][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
-        self.assertEqual(rows[2][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
-        self.assertEqual(rows[2][11:], ["-", "-"])  # and no qcow2 caches
+        self.assertEqual(rows[2][1:], ["-"] * 10)  # host CPU per read: mvmm-a's run took no snapshots
+        self.assertEqual(rows[3][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
+        self.assertEqual(rows[3][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
+        self.assertEqual(rows[3][11:], ["-", "-"])  # and no qcow2 caches
         self.assertIn("mvmm-b [0/1 ok]", text)
         qemu = [line.split() for line in text.splitlines() if line.startswith("qemu ")]
         self.assertEqual(qemu[1][1:], ["-"] * 6)  # its marks had no counters
