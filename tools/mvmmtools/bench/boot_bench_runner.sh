@@ -8,11 +8,12 @@
 #   BOOTBENCH-LINE TAG <uptime> <line>           a line of the VMM's output that matters (markers, first KVM_RUN,
 #                                                exit stats, errors, a guest's crash or stall: $BB_KEEP), with
 #                                                the uptime at which awk read it
-#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N heap_rss_kib=N heap_size_kib=N arena_rss_kib=N
-#                 arena_size_kib=N arenas=N
+#   BOOTBENCH-MEM TAG hwm_kib=N guest_kib=N mapping_kib=N guest_thp_kib=N heap_rss_kib=N heap_size_kib=N
+#                 arena_rss_kib=N arena_size_kib=N arenas=N
 #                                                read when the guest printed its poweroff marker, or the line
 #                                                $BB_MEM_AT matches (the VMM is still running): VmHWM, the Rss of
-#                                                the VMM's largest mapping (guest RAM) with that mapping's size, its
+#                                                the VMM's largest mapping (guest RAM) with that mapping's size and
+#                                                its AnonHugePages (in transparent huge pages), its
 #                                                [heap] mapping's Rss and Size (glibc's main arena), and the Rss
 #                                                and Size of glibc's other arenas (those of threads that malloc)
 #   BOOTBENCH-CPU TAG <uptime> io-start|io ticks=N <tid>:<name>:<ticks> ...
@@ -157,7 +158,7 @@ bb_stamp() {
 			arena_count++
 		}
 	}
-	function mem(  pid, line, f, a, n, m, path, hwm, size, best, guest, name, heap_rss, heap_size) {
+	function mem(  pid, line, f, a, n, m, path, hwm, size, best, bestm, guest, name, heap_rss, heap_size) {
 		getline pid < pidfile
 		close(pidfile)
 		hwm = "n/a"
@@ -179,17 +180,19 @@ bb_stamp() {
 				last[m] = a[2]
 				perms[m] = f[2]
 				anon[m] = n == 5 && f[5] == "0"
-				msize[m] = mrss[m] = 0
+				msize[m] = mrss[m] = mthp[m] = 0
 			} else if (f[1] == "Size:") { size = msize[m] = f[2] + 0; if (name == "[heap]") heap_size += size }
+			else if (f[1] == "AnonHugePages:") mthp[m] = f[2] + 0
 			else if (f[1] == "Rss:") {
 				mrss[m] = f[2] + 0
-				if (size > best) { best = size; guest = f[2] }
+				if (size > best) { best = size; guest = f[2]; bestm = m }
 				if (name == "[heap]") heap_rss += f[2]
 			}
 		}
 		close(path)
 		arenas(m)
 		print "BOOTBENCH-MEM " tag " hwm_kib=" hwm " guest_kib=" guest " mapping_kib=" best \
+			" guest_thp_kib=" (bestm ? mthp[bestm] + 0 : "n/a") \
 			" heap_rss_kib=" heap_rss " heap_size_kib=" heap_size " arena_rss_kib=" arena_rss \
 			" arena_size_kib=" arena_size " arenas=" arena_count
 		fflush()

@@ -22,7 +22,8 @@ SEGMENTS = [("setup_s", "exec -> first KVM_RUN"), ("kernel_s", "first KVM_RUN ->
 SETUP = [("r_ram_s", "start -> RAM ready"), ("r_devices_s", "RAM -> devices ready"),
          ("r_load_s", "devices -> guest loaded"), ("r_start_s", "guest loaded -> first KVM_RUN")]
 # KiB, read from /proc/<pid> at the guest's poweroff marker, the same way for mvmm and QEMU.
-MEMORY = [("peak_rss_kib", "peak RSS"), ("beyond_guest_kib", "beyond guest RAM"), ("heap_rss_kib", "heap Rss"),
+MEMORY = [("peak_rss_kib", "peak RSS"), ("beyond_guest_kib", "beyond guest RAM"),
+          ("guest_thp_kib", "guest RAM in huge pages"), ("heap_rss_kib", "heap Rss"),
           ("heap_size_kib", "heap size"), ("arena_rss_kib", "thread arenas Rss"),
           ("malloc_rss_kib", "malloc Rss (heap + arenas)")]
 # From mvmm's --report (mvmm only).

@@ -88,6 +88,7 @@ class Run:
             "io_done_s": self.since_exec(marker("io-done")),
             "peak_rss_kib": hwm,
             "guest_ram_rss_kib": guest,
+            "guest_thp_kib": self.memory.get("guest_thp_kib"),
             "beyond_guest_kib": hwm - guest if hwm is not None and guest is not None else None,
             "heap_rss_kib": self.memory.get("heap_rss_kib"),
             "heap_size_kib": self.memory.get("heap_size_kib"),

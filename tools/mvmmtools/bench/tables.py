@@ -60,7 +60,7 @@ def io_tables(config, variants, reps):
         return [[completed(v, variants, reps)] + [cell(variants[v]["metrics"].get(k), scale, digits)
                                                   for k, scale, digits in columns] for v in variants]
     rates = [("init_s", 1, 2)] + [(k, 1, 1 if k.endswith("mib_s") else 2 if k.endswith("_s") else 0) for k, _ in IO]
-    memory = [("peak_rss_kib", KIB_PER_MIB, 1), ("beyond_guest_kib", KIB_PER_MIB, 1),
+    memory = [("peak_rss_kib", KIB_PER_MIB, 1), ("beyond_guest_kib", KIB_PER_MIB, 1), ("guest_thp_kib", KIB_PER_MIB, 1),
               ("heap_rss_kib", KIB_PER_MIB, 1), ("heap_size_kib", KIB_PER_MIB, 1), ("arena_rss_kib", KIB_PER_MIB, 1),
               ("malloc_rss_kib", KIB_PER_MIB, 1), ("r_malloc_io_done_kib", KIB_PER_MIB, 1),
               ("r_malloc_in_use_io_done_kib", KIB_PER_MIB, 1), ("r_trims", 1, 0),
@@ -76,7 +76,7 @@ def io_tables(config, variants, reps):
                       ["variant"] + [h for _, h in IO_CPU], rows([(k, 1, 1) for k, _ in IO_CPU])),
             "", table(f"{config}: at the end of the workload (MiB from /proc; trims and qcow2 caches at exit, "
                       "from mvmm's --report)",
-                      ["variant", "peak RSS", "beyond guest RAM", "heap Rss", "heap size", "arenas Rss",
+                      ["variant", "peak RSS", "beyond guest RAM", "guest RAM THP", "heap Rss", "heap size", "arenas Rss",
                        "malloc Rss", "malloc held", "malloc in use", "trims", "trim ms",
                        "caches resident", "caches allocated"], rows(memory))]
 

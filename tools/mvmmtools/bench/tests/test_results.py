@@ -259,9 +259,9 @@ class IoWorkloads(unittest.TestCase):
         self.assertEqual(rows[0][1:7], ["62.17", "10000", "39.1", "1000", "62.5", "18.02"])
         self.assertEqual(rows[1][1:], ["1.000", "0.000", "0.820", "0.800", "0.200", "0.100"])  # per read
         self.assertEqual(rows[2][1:], ["-"] * 10)  # host CPU per read: mvmm-a's run took no snapshots
-        self.assertEqual(rows[3][3:7], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
-        self.assertEqual(rows[3][7:9], ["-", "-"])  # this mvmm build's report read no malloc at io-done
-        self.assertEqual(rows[3][11:], ["-", "-"])  # and no qcow2 caches
+        self.assertEqual(rows[3][4:8], ["0.2", "0.3", "2.0", "2.2"])  # heap Rss and size, arenas, malloc Rss
+        self.assertEqual(rows[3][8:10], ["-", "-"])  # this mvmm build's report read no malloc at io-done
+        self.assertEqual(rows[3][12:], ["-", "-"])  # and no qcow2 caches
         self.assertIn("mvmm-b [0/1 ok]", text)
         qemu = [line.split() for line in text.splitlines() if line.startswith("qemu ")]
         self.assertEqual(qemu[1][1:], ["-"] * 6)  # its marks had no counters

@@ -36,6 +36,7 @@ class MemoryLine(unittest.TestCase):
         self.assertEqual(self.mem["hwm_kib"], 300000)
         self.assertEqual(self.mem["mapping_kib"], 262144)
         self.assertEqual(self.mem["guest_kib"], 200000)
+        self.assertEqual(self.mem["guest_thp_kib"], 196608, "its AnonHugePages")
 
     def test_the_main_arena_is_the_heap_mapping(self):
         self.assertEqual((self.mem["heap_rss_kib"], self.mem["heap_size_kib"]), (6000, 8192))
