@@ -76,6 +76,14 @@ def vmm_words(guest, machine, variant, qemu_firmware="seabios", report=None):
                                                           for w in (option, value)]
 
 
+def perf_binary():
+    """perf, which profiles each run in the test host (Debian's linux-perf; tools/setup installs it)."""
+    found = shutil.which("perf")
+    if not found:
+        raise SetupError("--perf needs perf (apt-get install linux-perf)")
+    return found
+
+
 def dmsetup_binary():
     """dmsetup, which puts the disks behind dm-delay in the test host (Debian's dmsetup); refused where the runs
     would make devices on this machine itself."""
@@ -154,11 +162,12 @@ def measure(args, guest, machines, kinds):
     filler = guest_image("io_tool") if args.io or qcow2 else None
     qemu_img = [qemu_img_binary()] if qcow2 else []
     dmsetup = [dmsetup_binary()] if args.disk_delay_ms else []
+    perf = [perf_binary()] if args.perf else []
     config = HostConfig(mvmm=binaries.get("mvmm", binaries.get("mvmm-a")), peer_qemu=not args.no_qemu,
                         files=tuple(f for f in (guest.kernel, guest.initrd, filler) if f), cpus=args.host_cpus,
                         verbose=args.host_verbose, disk_images=tuple(guest.images),
                         binaries=tuple(p for p in extra.values() if p != binaries.get("mvmm-a"))
-                        + tuple(qemu_img + dmsetup))
+                        + tuple(qemu_img + dmsetup + perf))
     per_host = (args.rounds_per_host or args.warmup + args.reps) * len(machines) * len(kinds)
     hugepages = max((m.hugepages_needed() for m in machines if m.hugepages == "2M"), default=0)
     say(f"{len(plan)} boots ({len(machines)} configuration(s) x {', '.join(v.name for v in kinds)} x "
@@ -171,7 +180,8 @@ def measure(args, guest, machines, kinds):
                                                               default=0), binaries=extra,
                                hugepages=hugepages, memory_at=IO_DONE if args.io else None,
                                filled=(args.io_disk_mib, filler) if args.io else None, overlays=overlays,
-                               host_io_seconds=args.io_seconds if args.io else None, delay_ms=args.disk_delay_ms)
+                               host_io_seconds=args.io_seconds if args.io else None, delay_ms=args.disk_delay_ms,
+                               perf=args.perf)
     record = lambda run: results.record(run, machines[placed[run.tag][0]].label(axes), placed[run.tag][1],
                                         expected(placed[run.tag][0]), not args.no_markers, args.io)
     records, notes, codes, console, host_io = in_test_hosts(config, args.run_timeout, runs, words, per_host, script,
@@ -220,6 +230,9 @@ def write_outputs(doc, args, text):
     (args.out / "boot-bench.json").write_text(json.dumps(doc, indent=1) + "\n")
     (args.out / "boots.csv").write_text(results.csv_text(doc["records"]))
     (args.out / "summary.txt").write_text(text + "\n")
+    for r in doc["records"]:
+        if r["run"].get("profile"):
+            (args.out / f"profile-{r['tag']}.txt").write_text("\n".join(r["run"]["profile"]) + "\n")
     written = [] if args.plots == "none" else plots.write_all(doc, args.out, args.plots)
     say(written if isinstance(written, str) else f"wrote {args.out}/: boot-bench.json, boots.csv, summary.txt"
         + "".join(f", {p.name}" for p in written))

@@ -26,6 +26,8 @@
 #                                                per thread of a VMM that hangs, before it is killed: where each
 #                                                thread waits (kernel stack), e.g. a vCPU halted in the guest
 #                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
+#   BOOTBENCH-PERF TAG <line>                    with BB_PERF set (boot-bench --perf), after the run: its perf
+#                                                report, the samples per thread name, then per name and symbol
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
 #   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
 #   BOOTBENCH-HOSTIO <mvmm-io's line>            bb_host_io: the guest's reads of the first disk, done by the test
@@ -260,6 +262,24 @@ bb_guard() {
 	kill -KILL "$2" 2>/dev/null
 }
 
+# bb_perf_start TAG PID: samples PID's threads (perf record, cpu-clock at 499 Hz: the test host has no PMU) until it
+# exits, into $BB_DIR/TAG.perf.
+bb_perf_start() {
+	perf record -q -e cpu-clock -F 499 -p "$2" -o "$BB_DIR/$1.perf" >/dev/null 2>&1 &
+	_perf=$!
+}
+
+# bb_perf_report TAG: once the VMM exited, its profile as BOOTBENCH-PERF lines: the share of samples per thread name,
+# then the top symbols per thread name, dso and symbol.
+bb_perf_report() {
+	wait "$_perf"
+	for _sort in comm comm,dso,sym; do
+		perf report -i "$BB_DIR/$1.perf" --stdio --no-children --sort "$_sort" 2>/dev/null | grep -v '^#' |
+			grep -v '^$' | head -n 50 | while IFS= read -r _line; do echo "BOOTBENCH-PERF $1 $_line"; done
+	done
+	rm -f "$BB_DIR/$1.perf"
+}
+
 # bb_run TAG LIMIT COMMAND...: runs the VMM COMMAND (stdin /dev/null, stdout and stderr to bb_stamp through a
 # FIFO), at most LIMIT s, and prints BEGIN/LINE/MEM/END (and TAIL when it failed or hung).
 bb_run() {
@@ -280,6 +300,7 @@ bb_run() {
 	"$@" </dev/null >"$_fifo" 2>&1 &
 	_pid=$!
 	echo "$_pid" >"$_pidfile"
+	[ -z "${BB_PERF:-}" ] || bb_perf_start "$_tag" "$_pid"
 	bb_guard "$_tag" "$_pid" "$_limit" "$_flag" &
 	_guard=$!
 	wait "$_pid"
@@ -287,6 +308,7 @@ bb_run() {
 	read -r _t1 _ </proc/uptime
 	kill -TERM "$_guard" 2>/dev/null
 	wait "$_stamper"
+	[ -z "${BB_PERF:-}" ] || bb_perf_report "$_tag"
 	_hung=0
 	[ -e "$_flag" ] && _hung=1
 	echo "BOOTBENCH-END $_tag $_t1 $_code $_hung"

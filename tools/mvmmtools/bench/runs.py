@@ -46,6 +46,7 @@ class Run:
     tail: list = field(default_factory=list)  # a hung VMM's threads, a failed run's last output lines
     # [(marker, ticks, {tid: (name, ticks)})] at the guest's io-start and io markers, in order
     cpu: list = field(default_factory=list)
+    profile: list = field(default_factory=list)  # boot-bench --perf: the lines of its perf report
 
     def since_exec(self, pattern, last=False):
         hits = [t for t, text in self.lines if re.search(pattern, text)]
@@ -190,6 +191,9 @@ def key_values(text):
     return values
 
 
+RUNNER_LINE = re.compile(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT|HOSTIO|CPU|PERF) (.*)")
+
+
 class Collector:
     """Turns the runner's BOOTBENCH-* lines into Runs; calls on_end(run) when a run ends."""
 
@@ -203,7 +207,7 @@ class Collector:
         self.host_io = []  # bb_host_io's figures: {key: value} per workload
 
     def line(self, text):
-        m = re.search(r"BOOTBENCH-(BEGIN|LINE|MEM|END|THREAD|TAIL|ERROR|REPORT|HOSTIO|CPU) (.*)", text.rstrip("\r"))
+        m = RUNNER_LINE.search(text.rstrip("\r"))
         if not m:
             self.console.append(text.rstrip("\r"))
             return
@@ -232,6 +236,8 @@ class Collector:
             run.memory = key_values(rest)
         elif kind == "CPU":
             run.cpu.append(cpu_snapshot(rest.partition(" ")[2]))
+        elif kind == "PERF":
+            run.profile.append(rest)
         elif kind == "REPORT":
             try:
                 run.report = json.loads(rest)

@@ -4,10 +4,12 @@ the summary, the paired ratios and the CSV. The transcript is real: round 1 of a
 import csv
 import io
 import re
+import tempfile
 import unittest
+from argparse import Namespace
 from pathlib import Path
 
-from mvmmtools.bench import results, tables
+from mvmmtools.bench import boot_bench, results, tables
 from mvmmtools.bench.guest_config import Variant
 from mvmmtools.bench.runs import Collector, Run
 
@@ -269,3 +271,20 @@ class IoWorkloads(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Profiles(unittest.TestCase):
+    """boot-bench --perf: the runner's BOOTBENCH-PERF lines are kept with their run and written to --out as
+    profile-TAG.txt, one file per run that has a profile."""
+
+    def test_kept_per_run_and_written_per_tag(self):
+        perf = ["BOOTBENCH-PERF r1.c0.qemu     46.51%  CPU 0/KVM",
+                "BOOTBENCH-PERF r1.c0.qemu     21.55%  qemu-system-x86  [kernel.kallsyms]  [k] copy_user_enhanced"]
+        recs = records(TRANSCRIPT + "\n" + "\n".join(perf) + "\n")
+        self.assertEqual(recs[2]["run"]["profile"], ["    46.51%  CPU 0/KVM", perf[1].split(" ", 2)[2]])
+        self.assertEqual(recs[0]["run"]["profile"], [])
+        with tempfile.TemporaryDirectory() as tmp:
+            args = Namespace(json=None, out=Path(tmp), plots="none")
+            boot_bench.write_outputs({"records": recs}, args, "summary")
+            self.assertEqual(sorted(p.name for p in Path(tmp).glob("profile-*")), ["profile-r1.c0.qemu.txt"])
+            self.assertIn("CPU 0/KVM", Path(tmp, "profile-r1.c0.qemu.txt").read_text())
