@@ -55,8 +55,12 @@ void IoThreads::stop() {
     threads_.clear();  // joins
 }
 
-unsigned IoThreads::default_count() {
-    return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+unsigned IoThreads::default_count(unsigned vcpus) {
+    return default_count(std::thread::hardware_concurrency(), vcpus);
+}
+
+unsigned IoThreads::default_count(unsigned host_cpus, unsigned vcpus) {
+    return std::clamp(host_cpus > vcpus ? host_cpus - vcpus : 0u, 1u, 4u);
 }
 
 }  // namespace mvmm

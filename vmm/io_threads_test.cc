@@ -32,6 +32,14 @@ TEST(IoThreads, RunHandlersOnEveryThreadUntilStopped) {
     io.stop();  // idempotent
 }
 
+// By default the threads take the host CPUs the vCPUs leave, one at least, four at most.
+TEST(IoThreads, TheDefaultIsTheCpusNoVcpuRunsOn) {
+    EXPECT_EQ(IoThreads::default_count(2, 2), 1u);
+    EXPECT_EQ(IoThreads::default_count(1, 4), 1u);
+    EXPECT_EQ(IoThreads::default_count(4, 1), 3u);
+    EXPECT_EQ(IoThreads::default_count(64, 2), 4u);
+}
+
 TEST(IoThreads, CountsOutsideTheBoundsAreRefused) {
     IoThreads io;
     EXPECT_THROW(io.start(0), std::invalid_argument);

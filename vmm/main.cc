@@ -71,7 +71,8 @@ class Run {
         // The command line is accepted: from here on the run is reported, whatever its end.
         if (!plan.config.report.empty()) report_.emplace(plan.config.report);
         rcu::set_trim_policy(plan.config.trim);
-        io.start(plan.config.io_threads ? plan.config.io_threads : IoThreads::default_count());
+        io.start(plan.config.io_threads ? plan.config.io_threads
+                                        : IoThreads::default_count(plan.config.cpus));
         const std::string api_socket = plan.config.api_socket;
         Machine machine(std::move(plan), std::move(disks), io.context(),
                         report_ ? &*report_ : nullptr);

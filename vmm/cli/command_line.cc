@@ -70,7 +70,8 @@ void add_disk_options(CLI::App& app, Config& config, RawOptions& raw) {
                    "heap (one allocation per table)")
         ->capture_default_str();
     app.add_option("--io-threads", config.io_threads,
-                   "threads that run disk I/O (default: one per host CPU, at most 4)")
+                   "threads that run disk I/O (default: one per host CPU that no vCPU runs on, "
+                   "1 to 4)")
         ->check(CLI::Range(1u, IoThreads::kMaxCount));
 }
 

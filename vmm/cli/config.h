@@ -28,7 +28,7 @@ struct Config {
     DiskOptions disks;  // virtio-blk disks, SCSI controllers with their LUNs
     SlotSource request_alloc = SlotSource::pool;  // given to every disk and controller
     unsigned empty_root_ports = 0;                // --root-ports: empty hot-pluggable slots
-    unsigned io_threads = 0;                      // 0: IoThreads::default_count()
+    unsigned io_threads = 0;                      // 0: IoThreads::default_count(cpus)
     std::string api_socket;                       // empty: no management socket
     unsigned vcpu_watchdog = 0;                   // seconds; 0: off
     std::string report;                           // empty: no boot report (--report FILE)
