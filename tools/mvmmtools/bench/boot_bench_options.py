@@ -226,10 +226,10 @@ def parse_args(argv):
                         "variants stay paired, and a test host that freezes takes only its own rounds along")
     r.add_argument("--host-verbose", action="store_true", help="the test host's kernel messages too")
     r.add_argument("--perf", action="store_true",
-                   help="profile every VMM run in the test host (perf record -e cpu-clock -F 499 -p, attached once "
-                        "it started, until it exits; Debian's linux-perf): the share of samples per thread name and "
-                        "the top symbols per thread name, written to --out DIR/profile-TAG.txt (its /proc figures "
-                        "stay the VMM's own)")
+                   help="profile every VMM run in the test host (perf record -e cpu-clock -F 499 -p, attached at "
+                        "the guest's init marker, with --io its io-start marker, until the VMM exits; Debian's "
+                        "linux-perf): the share of samples per thread name and the top symbols per thread name, "
+                        "written to --out DIR/profile-TAG.txt")
     o = ap.add_argument_group("output and gate")
     o.add_argument("--out", type=Path, metavar="DIR", help="write boot-bench.json, boots.csv, summary.txt, plots")
     o.add_argument("--json", type=Path, metavar="FILE", help="also write the JSON document to FILE")

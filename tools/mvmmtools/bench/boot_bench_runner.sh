@@ -26,8 +26,10 @@
 #                                                per thread of a VMM that hangs, before it is killed: where each
 #                                                thread waits (kernel stack), e.g. a vCPU halted in the guest
 #                                                (kvm_vcpu_halt) or blocked in the VMM (futex_wait)
-#   BOOTBENCH-PERF TAG <line>                    with BB_PERF set (boot-bench --perf), after the run: its perf
-#                                                report, the samples per thread name, then per name and symbol
+#   BOOTBENCH-PERF TAG <line>                    with BB_PERF set (boot-bench --perf), after the run: the perf
+#                                                report of the VMM from the line $BB_PERF_AT matches (the guest's
+#                                                init or, with --io, io-start marker) to its exit: the samples per
+#                                                thread name, then per name and symbol
 #   BOOTBENCH-TAIL TAG <line>                    the VMM's last output lines, after a failed run
 #   BOOTBENCH-REPORT TAG <json>                  mvmm's --report document ($BB_DIR/TAG.report.json), on one line
 #   BOOTBENCH-HOSTIO <mvmm-io's line>            bb_host_io: the guest's reads of the first disk, done by the test
@@ -134,7 +136,8 @@ bb_hugepages() {
 # as BOOTBENCH-LINE and, at the line $BB_MEM_AT matches, BOOTBENCH-MEM for the process whose id PIDFILE holds (written
 # once the VMM started). One awk process: no fork per line.
 bb_stamp() {
-	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" -v proc="$BB_PROC" '
+	awk -v tag="$1" -v pidfile="$2" -v out="$3" -v keep="$BB_KEEP" -v memat="$BB_MEM_AT" -v proc="$BB_PROC" \
+		-v perfat="${BB_PERF:+$BB_PERF_AT}" -v perfout="$BB_DIR/$1.perf" '
 	function uptime(  line, f) {
 		getline line < "/proc/uptime"
 		close("/proc/uptime")
@@ -222,9 +225,17 @@ bb_stamp() {
 		print out
 		fflush()
 	}
+	# perf record attached to the VMM (bb_perf_report waits for it): from the marker on, every thread is there.
+	function perf(  pid) {
+		getline pid < pidfile
+		close(pidfile)
+		system("perf record -q -e cpu-clock -F 499 -p " pid " -o " perfout " >/dev/null 2>&1 & echo $! >" \
+			perfout ".pid")
+	}
 	{
 		t = uptime()
 		sub(/\r+$/, "")
+		if (perfat != "" && !perfed && $0 ~ perfat) { perfed = 1; perf() }
 		if (match($0, /MVMM-MARK io(-start)? /)) cpu(t, substr($0, RSTART + 10, RLENGTH - 11))
 		print > out
 		if ($0 ~ keep) {
@@ -262,22 +273,20 @@ bb_guard() {
 	kill -KILL "$2" 2>/dev/null
 }
 
-# bb_perf_start TAG PID: samples PID's threads (perf record, cpu-clock at 499 Hz: the test host has no PMU) until it
-# exits, into $BB_DIR/TAG.perf.
-bb_perf_start() {
-	perf record -q -e cpu-clock -F 499 -p "$2" -o "$BB_DIR/$1.perf" >/dev/null 2>&1 &
-	_perf=$!
-}
-
+# With BB_PERF set, bb_stamp attaches perf record (cpu-clock at 499 Hz: the test host has no PMU) to the VMM at the
+# first line matching $BB_PERF_AT, once its threads exist, until it exits, into $BB_DIR/TAG.perf.
+BB_PERF_AT=${BB_PERF_AT:-MVMM-MARK init }
 # bb_perf_report TAG: once the VMM exited, its profile as BOOTBENCH-PERF lines: the share of samples per thread name,
 # then the top symbols per thread name, dso and symbol.
 bb_perf_report() {
-	wait "$_perf"
+	[ -s "$BB_DIR/$1.perf.pid" ] || return 0
+	read -r _perf <"$BB_DIR/$1.perf.pid"
+	while kill -0 "$_perf" 2>/dev/null; do sleep 0.2; done
 	for _sort in comm comm,dso,sym; do
 		perf report -i "$BB_DIR/$1.perf" --stdio --no-children --sort "$_sort" 2>/dev/null | grep -v '^#' |
 			grep -v '^$' | head -n 50 | while IFS= read -r _line; do echo "BOOTBENCH-PERF $1 $_line"; done
 	done
-	rm -f "$BB_DIR/$1.perf"
+	rm -f "$BB_DIR/$1.perf" "$BB_DIR/$1.perf.pid"
 }
 
 # bb_run TAG LIMIT COMMAND...: runs the VMM COMMAND (stdin /dev/null, stdout and stderr to bb_stamp through a
@@ -300,7 +309,6 @@ bb_run() {
 	"$@" </dev/null >"$_fifo" 2>&1 &
 	_pid=$!
 	echo "$_pid" >"$_pidfile"
-	[ -z "${BB_PERF:-}" ] || bb_perf_start "$_tag" "$_pid"
 	bb_guard "$_tag" "$_pid" "$_limit" "$_flag" &
 	_guard=$!
 	wait "$_pid"

@@ -76,8 +76,8 @@ def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, fill
     holding the pattern (qemu-img on the PATH), with delay_ms the raw disks behind dm-delay (bb_delay, dmsetup on the
     PATH), `hugepages` 2 MiB pages reserved, the memory read at the guest's line matching the awk regex `memory_at`
     (default: its poweroff marker), with host_io_seconds (and filled disks) the host-side reads of the first disk
-    (its delayed device with delay_ms) first (bb_host_io), with perf a profile of each run (bb_perf_start, perf on
-    the PATH), then runs = [(tag, limit_s, function name, [arguments])] in order."""
+    (its delayed device with delay_ms) first (bb_host_io), with perf a profile of each run from the guest's init
+    marker (io-start with host_io_seconds: the I/O workloads) to its exit (perf on the PATH), then runs = [(tag, limit_s, function name, [arguments])] in order."""
     env = quote(mvmm_env) + " " if mvmm_env else ""
     lines = [RUNNER.read_text(), f"# written by tools/{tool}",
              # exec: the background job's process is the VMM itself, whose /proc entry the runner reads.
@@ -85,7 +85,8 @@ def host_script(tool, disks, runs, mvmm_env=(), binaries=None, hugepages=0, fill
              'vmm_qemu() { exec $PEER_QEMU "$@"; }']
     lines += [f'vmm_{name}() {{ {env}exec {shlex.quote(str(path))} "$@"; }}' for name, path in (binaries or {}).items()]
     lines += [f"BB_MEM_AT={shlex.quote(memory_at)}"] if memory_at else []
-    lines += ["BB_PERF=1"] if perf else []
+    lines += ["BB_PERF=1"] + ([f"BB_PERF_AT={shlex.quote('MVMM-MARK io-start ')}"] if host_io_seconds else []) \
+        if perf else []
     lines.append(f"bb_disks {disks} {quote([str(w) for w in filled or (DISK_SIZE_MIB,)])} || exit 1")
     delayed = bool(delay_ms and disks)
     if delayed:
