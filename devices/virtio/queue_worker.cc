@@ -234,11 +234,14 @@ void QueueWorkers::Worker::consume_wakes() {
 }
 
 // Completes what finished, starts what the ring holds as far as slots last, and waits for the
-// next kick or completion.
+// next kick or completion.  The driver hears of the completions before the next batch starts:
+// handing that batch to the host may run it there and then (io_uring reads from the page cache
+// complete inside the submission), which would hold the interrupt back for as long.
 void QueueWorkers::Worker::serve(CountedAllocations& counted) {
     counted_ = &counted;
     try {
         handler_.progress();
+        if (queue_.should_notify()) interrupt_.notify_queue(index_);
         auto taken = take_and_start();
         if (taken) handler_.progress();  // hands the new requests to the host
         counted_ = nullptr;

@@ -235,6 +235,39 @@ TEST_F(QueueWorkersTest, StopKeepsCallingAHandlerWithoutAnFdWhileItCompletesSome
     EXPECT_EQ(drivers[0]->used_idx(), 3);
 }
 
+// A completion reaches the driver before the next batch starts: starting it may run it at once
+// on the host (io_uring reads from the page cache), which must not hold the interrupt back.
+class NotificationsAtStart : public vt::DeferredHandler {
+  public:
+    explicit NotificationsAtStart(const vt::FakeInterrupt& interrupt) : interrupt_(interrupt) {}
+    void start(InFlight& request) override {
+        seen.push_back(interrupt_.queue_notifications.load());
+        DeferredHandler::start(request);
+    }
+    std::vector<int> seen;  // the driver's notifications when each request started
+
+  private:
+    const vt::FakeInterrupt& interrupt_;
+};
+
+TEST_F(QueueWorkersTest, TheDriverHearsOfACompletionBeforeTheNextBatchStarts) {
+    NotificationsAtStart handler(interrupt);
+    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
+                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    submit(0);
+    io.poll();  // the first request starts and is held
+    ASSERT_EQ(handler.held(), 1u);
+    const int before = interrupt.queue_notifications.load();
+    submit(0);                 // in the ring, not kicked
+    handler.release_newest();  // its eventfd wakes the worker
+    vt::IoThread thread(io);
+    ASSERT_TRUE(handler.wait_held(1) && handler.seen.size() == 2);
+    EXPECT_EQ(handler.seen[1], before + 1)
+        << "the first one's interrupt came before the second started";
+    handler.release_newest();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 2; }));
+}
+
 TEST_F(QueueWorkersTest, StatisticsKeepTheFirstDriverOkAndTheFirstNotify) {
     IncrementHandler handler;
     vt::IoThread thread(io);
