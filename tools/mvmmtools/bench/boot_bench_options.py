@@ -243,8 +243,8 @@ def parse_args(argv):
                         "policy (default all four) and QEMU; cycle time, heap and RSS, fds, trims and trim time")
     args = ap.parse_args(argv)
     if args.hotplug_cycles is not None:
-        if args.hotplug_cycles < 1 or args.disk_delay_ms is not None:
-            ap.error("--hotplug-cycles must be at least 1 and takes no --disk-delay-ms")
+        if args.hotplug_cycles < 1 or args.disk_delay_ms is not None or args.perf:
+            ap.error("--hotplug-cycles must be at least 1 and takes no --disk-delay-ms or --perf")
         return args
     args.disks = args.disks or [1 if args.io else 0]
     args.trim_policies = args.trim_policies or (IO_POLICIES if args.io else [None])

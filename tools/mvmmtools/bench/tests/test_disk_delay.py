@@ -37,6 +37,7 @@ class Options(unittest.TestCase):
         self.assertIn("--disks 1 or more", refused(["--disks", "0", "--disk-delay-ms", "10"]))
         self.assertIn("1..10000 ms", refused(["--io", "--disk-delay-ms", "0"]))
         self.assertIn("--disk-delay-ms", refused(["--hotplug-cycles", "3", "--disk-delay-ms", "10"]))
+        self.assertIn("--perf", refused(["--hotplug-cycles", "3", "--perf"]))  # its runs take no profile
         self.assertIsNone(refused(["--io", "--disks", "2", "--disk-delay-ms", "10"]))
 
     def test_refused_where_the_runs_would_happen_on_this_machine(self):
