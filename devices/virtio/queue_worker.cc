@@ -33,6 +33,13 @@ constexpr size_t round_up(size_t bytes, size_t alignment) {
 constexpr size_t kInFlightBytes = round_up(sizeof(InFlight), kStateAlignment);
 static_assert(alignof(InFlight) <= kStateAlignment && alignof(Part) <= kStateAlignment);
 
+// A round starts at most this many requests, then completes what finished and notifies, so the
+// driver hears of the first completions while the rest wait and refills the ring meanwhile.
+// Handed the whole ring in one round (io_uring runs page-cache reads inside the submission), a
+// guest at depth 32 had its interrupt only after all 32 and then left the host idle while it
+// refilled: in the test host 4K random reads went 1.6x as fast with rounds of 8.
+constexpr uint32_t kStartsPerRound = 8;
+
 struct SlotLayout {
     size_t state_bytes;  // rounded up
     uint16_t parts;
@@ -261,12 +268,13 @@ void QueueWorkers::Worker::serve(CountedAllocations& counted) {
 
 // Pops chains into slots and starts them until the ring is empty (Idle: kicks wanted again),
 // every slot is in flight (Full: the rest wait in the ring, kicks stay off, and a completion
-// wakes the worker) or a queue's worth was started (More: the worker yields, so one busy queue
-// cannot starve the others on its I/O thread).  A slot is taken only for a chain the ring
-// holds, so the pool's peak is the most requests in flight.
+// wakes the worker) or a round's worth was started (More: the worker completes, notifies and
+// yields, so one busy queue cannot starve the others on its I/O thread).  A slot is taken only
+// for a chain the ring holds, so the pool's peak is the most requests in flight.
 Result<QueueWorkers::Worker::Taken, RingError> QueueWorkers::Worker::take_and_start() {
     queue_.disable_notifications();
-    for (uint32_t budget = queue_.size(); budget > 0 && !stopping_.load();) {
+    for (uint32_t budget = std::min<uint32_t>(queue_.size(), kStartsPerRound);
+         budget > 0 && !stopping_.load();) {
         if (!queue_.has_available()) {
             if (!queue_.enable_notifications()) return Taken::Idle;
             queue_.disable_notifications();

@@ -41,9 +41,9 @@ class ThrowingHandler : public RequestHandler {
 
 class QueueWorkersTest : public ::testing::Test {
   protected:
-    explicit QueueWorkersTest(uint16_t queues = 2) {
+    explicit QueueWorkersTest(uint16_t queues = 2, uint16_t size = 8) {
         for (uint16_t i = 0; i < queues; ++i) {
-            drivers.push_back(std::make_unique<vt::TestDriver>(guest, 8));
+            drivers.push_back(std::make_unique<vt::TestDriver>(guest, size));
             kicks.emplace_back();
         }
     }
@@ -266,6 +266,37 @@ TEST_F(QueueWorkersTest, TheDriverHearsOfACompletionBeforeTheNextBatchStarts) {
         << "the first one's interrupt came before the second started";
     handler.release_newest();
     ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 2; }));
+}
+
+// Completes each request as it starts, noting the driver's notifications at that moment.
+class NotingHandler : public RequestHandler {
+  public:
+    explicit NotingHandler(const vt::FakeInterrupt& interrupt) : interrupt_(interrupt) {}
+    uint32_t handle(const DescriptorChain&) override {
+        seen.push_back(interrupt_.queue_notifications.load());
+        return 0;
+    }
+    std::vector<int> seen;  // the driver's notifications when each request started
+
+  private:
+    const vt::FakeInterrupt& interrupt_;
+};
+
+class QueueWorkersLongRingTest : public QueueWorkersTest {
+  protected:
+    QueueWorkersLongRingTest() : QueueWorkersTest(1, 32) {}
+};
+
+TEST_F(QueueWorkersLongRingTest, TheDriverHearsOfTheFirstCompletionsBeforeTheRestStart) {
+    for (int i = 0; i < 32; ++i) submit(0);  // a guest at depth 32, before the worker looks
+    NotingHandler handler(interrupt);
+    ASSERT_TRUE(workers.start(context(), 1, 32, [&](uint16_t) { return &handler; }));
+    vt::IoThread thread(io);
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 32; }));
+    ASSERT_EQ(handler.seen.size(), 32u);
+    EXPECT_EQ(handler.seen[7], handler.seen[0]) << "the first round ends before its eighth request";
+    EXPECT_GT(handler.seen[8], handler.seen[0])
+        << "the driver heard of none of the first completions before the ninth request started";
 }
 
 TEST_F(QueueWorkersTest, StatisticsKeepTheFirstDriverOkAndTheFirstNotify) {
