@@ -3,12 +3,14 @@
 base and a base of compressed clusters (`convert -c`), on virtio-blk and on a SCSI LUN: the guest reads the base's
 data and what qemu-io wrote into an overlay, and writes a pattern per disk; after mvmm exits, `qemu-img check` is
 clean and `qemu-img convert -O raw` shows each pattern. Then one boot with 64 overlays of one base
-(l2-cache-size=4M), whose boot report has their caches.
+(l2-cache-size=4M), whose boot report has their caches; and one boot with a qcow2 image opened with cache=none
+(O_DIRECT), checked the same way.
 
   tests/qcow2_test.py [TEST_NAME]...   (MVMM, MVMM_CTL and PYTHONPATH=tools as meson test sets them; no name: all)"""
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,6 +42,18 @@ def make_bases(d):
     return [f"{d}/base.qcow2", f"{d}/base.raw", f"{d}/base-c.qcow2"]
 
 
+def direct_image(path):
+    """For cache=none: a qcow2 image with no backing file, with what image-check reads on an overlay of base.qcow2
+    that qemu-io wrote to, padded with zeroes to 32 MiB. In the test host it is one of its block devices (its tmpfs
+    has no O_DIRECT), which cannot grow: the padding is room for the guest's new clusters."""
+    qemu_img("create", "-q", "-f", "qcow2", path, "16M")
+    for byte, offset in ((BASE_BYTE, "1M"), (QEMU_IO_BYTE, "2M")):
+        subprocess.run(["qemu-io", "-f", "qcow2", "-c", f"write -P {byte} {offset} 64k", path],
+                       check=True, capture_output=True)
+    os.truncate(path, 32 * MiB)
+    return path
+
+
 def overlay(path, base, base_format):
     qemu_img("create", "-q", "-f", "qcow2", "-b", base, "-F", base_format, path)
     return path
@@ -58,10 +72,9 @@ done
 """
 
 
-def check_after(run, overlays, tag):
+def check_after(run, overlays, tag, out):
     """Every overlay passes qemu-img check and converts to raw with the base's data and its guest disk's pattern
-    and letter block; no two overlays hold the same pattern."""
-    out = run.after_output
+    and letter block; no two overlays hold the same pattern. `out`: what CHECK_OVERLAYS printed."""
     heads = set()
     for f in overlays:
         check = re.search(rf"^CHECK {re.escape(f)} (\d+)", out, re.M)
@@ -117,12 +130,19 @@ def test_guest_uses_overlays_qemu_img_made():
                                      "--cache-alloc", "heap", "--report", report]),
                    files=[qcow2_base], binaries=[shutil.which("qemu-img")],
                    after=CHECK_OVERLAYS.format(overlays=" ".join(many)) + f"echo REPORT; cat {report}\n")
-        guest.run_all([mixed, wide], timeout=1800)
+        direct_path = direct_image(f"{d}/direct.qcow2")
+        direct = Run(guest_args("mvmm.script=image-check mvmm.pattern=direct",
+                                extra=["--disk", f"path={direct_path},cache=none"]), disk_images=[direct_path])
+        guest.run_all([mixed, wide, direct], timeout=1800)
 
         check_guest_reads(mixed, 4, 1)
-        check_after(mixed, [*chain, lun], "mixed")
+        check_after(mixed, [*chain, lun], "mixed", mixed.after_output)
         check_guest_reads(wide, 64, 0)
-        check_after(wide, many, "wide")
+        check_after(wide, many, "wide", wide.after_output)
+        check_guest_reads(direct, 1, 1)
+        checked = subprocess.run(["sh", "-c", CHECK_OVERLAYS.format(overlays=direct_path)], capture_output=True,
+                                 text=True, check=True)
+        check_after(direct, [direct_path], "direct", checked.stdout)
         doc = json.loads(wide.after_output.split("REPORT\n", 1)[1])
         caches = doc["disk_caches"]
         expect(len(caches["images"]) == 64 and all(i["format"] == "qcow2" for i in caches["images"]),

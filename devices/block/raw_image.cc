@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <linux/fs.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -17,6 +15,7 @@
 
 #include "base/mapping.h"
 #include "devices/block/direct_io.h"
+#include "devices/block/file_size.h"
 
 namespace mvmm::devices::block {
 namespace {
@@ -73,14 +72,6 @@ GuestBuffers::Part zero_source() {
     throw ImageError("disk image " + path + ": " + why);
 }
 
-uint64_t image_size(int fd, const struct stat& st, const std::string& path) {
-    if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
-    uint64_t size = 0;
-    if (::ioctl(fd, BLKGETSIZE64, &size) != 0)
-        fail_open(path, std::string("cannot get the block device size: ") + std::strerror(errno));
-    return size;
-}
-
 Fd open_file(const std::string& path, bool ro, CacheMode cache) {
     // O_NONBLOCK so that a FIFO given by mistake cannot block the open.
     const int flags =
@@ -120,7 +111,7 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro, Cache
     if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
         fail_open(path, std::strerror(errno));
 
-    const uint64_t size = image_size(fd.get(), st, path);
+    const uint64_t size = image_file_size(fd.get(), st, "disk image " + path);
     if (size % kImageBlockSize != 0)
         fail_open(path, "is " + std::to_string(size) +
                             " bytes, not a multiple of 512; round it up with: truncate -s %512 " +
@@ -138,7 +129,7 @@ std::unique_ptr<RawImage> RawImage::open(const std::string& path, bool ro, Cache
 uint64_t RawImage::reread_size(uint64_t block_size) {
     struct stat st {};
     if (::fstat(fd_.get(), &st) != 0) fail_open(path_, std::strerror(errno));
-    const uint64_t size = image_size(fd_.get(), st, path_);
+    const uint64_t size = image_file_size(fd_.get(), st, "disk image " + path_);
     if (size == 0 || size % block_size != 0)
         fail_open(path_, "is now " + std::to_string(size) + " bytes, not a positive multiple of " +
                              std::to_string(block_size) + "; the disk keeps " +

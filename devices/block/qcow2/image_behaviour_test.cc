@@ -238,7 +238,8 @@ TEST_F(Qcow2ImageTest, LocksLikeARawDisk) {
 TEST_F(Qcow2ImageTest, SaysWhatIsWrongWithTheFile) {
     EXPECT_THAT(open_error(dir_.file("missing")), HasSubstr("No such file"));
     EXPECT_THAT(open_error(dir_.path()), HasSubstr("Is a directory"));
-    EXPECT_THAT(open_error(dir_.path(), true), HasSubstr("not a regular file"));
+    EXPECT_THAT(open_error(dir_.path(), true),
+                HasSubstr("neither a regular file nor a block device"));
     write_file_bytes(dir_.file("raw.img"), 0, std::vector<uint8_t>(4096, 1));
     EXPECT_EQ(open_error(dir_.file("raw.img")),
               "disk image " + dir_.file("raw.img") + ": not a qcow2 image (no QFI\\xfb magic)");

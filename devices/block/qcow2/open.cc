@@ -9,6 +9,7 @@
 
 #include "devices/block/direct_io.h"
 #include "devices/block/disk_image.h"
+#include "devices/block/file_size.h"
 
 namespace mvmm::devices::block::qcow2 {
 namespace {
@@ -78,7 +79,8 @@ std::unique_ptr<ImageFile> open_image_file(const std::string& path, const std::s
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail_open(label, std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail_open(label, "is not a regular file");
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+        fail_open(label, "is neither a regular file nor a block device");
     const int flags = ::fcntl(fd.get(), F_GETFL);
     if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
         fail_open(label, std::strerror(errno));
@@ -95,7 +97,7 @@ std::unique_ptr<ImageFile> open_image_file(const std::string& path, const std::s
                              : std::string("cannot lock: ") + std::strerror(errno));
     if (chain.files.empty()) chain.top = path;
     chain.files.push_back(identity);
-    size = static_cast<uint64_t>(st.st_size);
+    size = image_file_size(fd.get(), st, label);
     const size_t alignment =
         chain.cache == CacheMode::None ? direct_io_alignment(fd.get(), st, label) : 1;
     chain.alignment = std::max(chain.alignment, alignment);
