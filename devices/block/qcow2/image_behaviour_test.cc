@@ -249,6 +249,59 @@ TEST_F(Qcow2ImageTest, SaysWhatIsWrongWithTheFile) {
                 HasSubstr(": backing file " + dir_.file("gone.qcow2") + ": cannot open"));
 }
 
+// A loop device over a file (losetup: root, and a /dev that shows new loop nodes), detached
+// when it goes; path() is empty when none could be attached, and why() says why.
+class LoopDevice {
+  public:
+    explicit LoopDevice(const std::string& file) {
+        const RunResult attached = run("losetup --find --show " + file);
+        if (attached.status == 0)
+            path_ = attached.output.substr(0, attached.output.find('\n'));
+        else
+            why_ = attached.output;
+    }
+    ~LoopDevice() {
+        if (!path_.empty()) run("losetup --detach " + path_);
+    }
+    LoopDevice(const LoopDevice&) = delete;
+    LoopDevice& operator=(const LoopDevice&) = delete;
+
+    const std::string& path() const { return path_; }
+    const std::string& why() const { return why_; }
+
+  private:
+    std::string path_, why_;
+};
+
+TEST_F(Qcow2ImageTest, OnABlockDeviceAllocatesInsideItAndRunsOutOfSpaceAtItsEnd) {
+    constexpr uint64_t kCluster = 65536, kSize = 16 << 20;
+    const std::string path = create("disk.qcow2", "cluster_size=65536", kSize);
+    must("truncate -s 1M " + path);  // a device of 1 MiB: room for a few clusters
+    uint64_t written = 0;
+    {
+        const LoopDevice device(path);
+        if (device.path().empty()) GTEST_SKIP() << "no loop device here: " << device.why();
+        const auto image = Qcow2Image::open(device.path(), false);
+        EXPECT_EQ(image->size(), kSize) << "the image's size, not the device's";
+        IoResult last = Ok{};
+        for (; written < kSize; written += kCluster) {
+            last = write_bytes(*image, written, pattern(kCluster, 5, written));
+            if (!last) break;
+        }
+        ASSERT_FALSE(last) << "16 MiB of clusters fit in a 1 MiB device";
+        EXPECT_EQ(last.error(), std::make_error_code(std::errc::no_space_on_device));
+        ASSERT_GT(written, 0u);
+        EXPECT_EQ(read_bytes(*image, 0, written), pattern(written, 5));
+        EXPECT_TRUE(image->flush());
+    }
+    expect_clean(path);
+    EXPECT_EQ(as_raw(path), [&] {
+        auto expected = pattern(written, 5);
+        expected.resize(kSize, 0);
+        return expected;
+    }());
+}
+
 TEST_F(Qcow2ImageTest, AReadOnlyImageRefusesChanges) {
     const std::string path = create("ro.qcow2", "cluster_size=65536", 1 << 20);
     const auto image = Qcow2Image::open(path, true);
