@@ -154,8 +154,9 @@ class TestHost:
         if self.config.timestamps:
             self.say(console.summary())
         if console.alarm_rings:
-            self.say(f"the test host's alarm rang {console.alarm_rings} time(s): a CPU lost its timer's interrupt "
-                     "and the alarm delivered it (guest-images/README.md, \"The test host's alarm\")")
+            self.say(f"the test host's alarm rang {console.alarm_rings} time(s): its loop stalled for 2 s or more, "
+                     "as when a CPU loses its timer's interrupt, which the alarm then delivers, or when a scenario "
+                     "stops the loop (guest-images/README.md, \"The test host's alarm\")")
         if console.exit_code is None:
             what = "the outer QEMU failed" if not console.boot_lines else "the test host ended"
             raise Fixture(f"{what} (QEMU exit code {qemu.returncode}) without reporting an exit code\n"
