@@ -2,6 +2,7 @@
 // operation, chains of them from io_done(), cache=none's bounce buffers, failures.
 #include "devices/block/io_queue.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -10,9 +11,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 
+#include "base/fd.h"
 #include "devices/block/faulty_image.h"
 #include "devices/block/gated_image.h"
 #include "devices/block/raw_image.h"
@@ -281,6 +284,59 @@ TEST(IoQueueFailureTest, AStepTheHostRefusesFailsItsOperation) {
     queue->submit(flush, {.kind = IoOp::Kind::Flush});
     ASSERT_TRUE(serve_until(*queue, [&] { return flush.done == 1; }));
     EXPECT_TRUE(flush.ok);
+}
+
+// The io_uring descriptors this process has open.
+std::vector<int> io_uring_fds() {
+    std::vector<int> found;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code error;
+        if (std::filesystem::read_symlink(entry.path(), error) == "anon_inode:[io_uring]")
+            found.push_back(std::stoi(entry.path().filename()));
+    }
+    return found;
+}
+
+// When the kernel stops taking from a queue's ring (here its descriptor is made to name
+// /dev/null: io_uring_enter fails with EOPNOTSUPP), the steps left in the ring and every later
+// one run on the thread pool: each operation ends with its bytes, and the queue can go.
+TEST(IoQueueFailureTest, StepsARingNoLongerTakesRunOnThePool) {
+    if (!io_uring_supported()) GTEST_SKIP() << "this kernel refuses io_uring";
+    TempImage file(1 << 20, 0xaa);
+    const auto on_disk = pattern(1 << 20, 3);
+    file.write(0, on_disk);
+    const auto image = open_disk_image(file.path(), false);
+    const auto queue = image->open_queue(AioMode::IoUring, 8);
+    const std::vector<int> rings = io_uring_fds();
+    ASSERT_EQ(rings.size(), 1u);
+    const Fd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+    ASSERT_EQ(::dup2(null.get(), rings[0]), rings[0]);
+
+    constexpr int kReads = 4;  // apart, so that each is a step of its own
+    std::deque<Recorded> reads(kReads);
+    std::vector<std::vector<uint8_t>> into(kReads, std::vector<uint8_t>(4096));
+    std::vector<GuestBuffers::Part> parts;
+    for (auto& buffer : into) parts.emplace_back(std::span(buffer));
+    for (int i = 0; i < kReads; ++i)
+        queue->submit(reads[i], {.kind = IoOp::Kind::Read,
+                                 .offset = uint64_t(i) * 65536,
+                                 .buffers = GuestBuffers(std::span(&parts[i], 1))});
+    ASSERT_TRUE(serve_until(
+        *queue, [&] { return std::ranges::all_of(reads, [](auto& r) { return r.done == 1; }); }));
+    for (int i = 0; i < kReads; ++i) {
+        ASSERT_TRUE(reads[i].ok) << i << ": " << reads[i].error.message();
+        EXPECT_TRUE(std::equal(into[i].begin(), into[i].end(), on_disk.begin() + i * 65536)) << i;
+    }
+
+    auto out = pattern(4096, 77);
+    const GuestBuffers::Part from[] = {GuestSlice(std::span(out))};
+    Recorded write, flush;
+    write.then = [&] { queue->submit(flush, {.kind = IoOp::Kind::Flush}); };
+    queue->submit(write,
+                  {.kind = IoOp::Kind::Write, .offset = 8192, .buffers = GuestBuffers(from)});
+    ASSERT_TRUE(serve_until(*queue, [&] { return flush.done == 1; }));
+    EXPECT_TRUE(write.ok && flush.ok);
+    EXPECT_EQ(file.read(8192, 4096), out);
 }
 
 // The host sees a run of adjacent transfers as one call, at most 32 operations each, and

@@ -49,6 +49,7 @@ class UringQueue final : public IoQueue {
     void issue(IoRequest& request) override;
     void poll() override;
     void submit_ready();
+    void ring_failed(int error);
     io_uring_sqe* next_sqe();
     void prepare_transfer(io_uring_sqe& sqe, IoRequest& request);
     void reaped(IoRequest& request, int result);
@@ -57,8 +58,11 @@ class UringQueue final : public IoQueue {
     io_uring ring_{};
     std::optional<EventFd> own_;
     const EventFd& done_;
-    SlotPool iovecs_;   // one step's iovecs per operation in flight
-    Offload fallback_;  // write-zeroes where the filesystem cannot zero (writes zeroes)
+    SlotPool iovecs_;  // one step's iovecs per operation in flight
+    // Write-zeroes where the filesystem cannot zero (writes zeroes), and every step once the
+    // kernel stopped taking from the ring.
+    Offload fallback_;
+    bool ring_failed_ = false;
 };
 
 io_uring_sqe* UringQueue::next_sqe() {
@@ -88,6 +92,7 @@ void UringQueue::prepare_transfer(io_uring_sqe& sqe, IoRequest& request) {
 void UringQueue::issue(IoRequest& request) {
     const IoStep& step = request.flight.step;
     if (step.kind == IoOp::Kind::Flush && raw_.flush_failed()) return finished(request, -EIO);
+    if (ring_failed_) return fallback_.run(request);
     const bool transfer = step.kind == IoOp::Kind::Read || step.kind == IoOp::Kind::Write;
     // Whatever may throw comes before the SQE is taken: one taken is submitted, filled or not.
     if (transfer && !request.flight.scratch) request.flight.scratch = iovecs_.acquire();
@@ -119,11 +124,25 @@ void UringQueue::issue(IoRequest& request) {
 }
 
 void UringQueue::submit_ready() {
-    while (io_uring_sq_ready(&ring_) > 0) {
+    while (!ring_failed_ && io_uring_sq_ready(&ring_) > 0) {
         const int submitted = io_uring_submit(&ring_);
         if (submitted == -EINTR || submitted == -EAGAIN || submitted == -EBUSY) continue;
-        if (submitted < 0)
-            throw std::system_error(-submitted, std::generic_category(), "io_uring_submit");
+        if (submitted < 0) ring_failed(-submitted);
+    }
+}
+
+// io_uring_enter failing for another reason than a busy moment means the ring itself is gone
+// (EBADF, ENXIO, EOWNERDEAD...): what the kernel has not taken from it would never run, and a
+// reset would wait for it for ever.  Those steps, and every later one, run on the thread pool
+// instead; what the kernel took still completes on the ring.
+void UringQueue::ring_failed(int error) {
+    ring_failed_ = true;
+    spdlog::error("{}: io_uring stopped taking requests ({}): this queue goes on with aio=threads",
+                  raw_.path(), std::strerror(error));
+    const unsigned tail = *ring_.sq.ktail;
+    for (unsigned index = io_uring_smp_load_acquire(ring_.sq.khead); index != tail; ++index) {
+        const io_uring_sqe& sqe = ring_.sq.sqes[ring_.sq.array[index & ring_.sq.ring_mask]];
+        fallback_.run(*reinterpret_cast<IoRequest*>(sqe.user_data));
     }
 }
 
