@@ -133,7 +133,8 @@ IoResult sync_data(int fd) {
     return Ok{};
 }
 
-ImageFile::ImageFile(Fd fd, size_t alignment) : fd_(std::move(fd)), alignment_(alignment) {
+ImageFile::ImageFile(Fd fd, size_t alignment, bool fixed_size)
+    : fd_(std::move(fd)), alignment_(alignment), fixed_size_(fixed_size) {
     if (alignment_ == 1) return;
     if (alignment_ > kBounceBytes / 2 || (alignment_ & (alignment_ - 1)) != 0)
         throw std::system_error(EINVAL, std::generic_category(), "O_DIRECT alignment");

@@ -52,13 +52,14 @@ class HostBuffer {
 // alignment() <= 512 <= the cluster size).
 class ImageFile {
   public:
-    // `alignment`: 1 for a file opened without O_DIRECT.  Throws std::system_error when the
-    // bounce buffer cannot be mapped.
-    ImageFile(Fd fd, size_t alignment);
+    // `alignment`: 1 for a file opened without O_DIRECT; `fixed_size`: a block device, which
+    // cannot grow.  Throws std::system_error when the bounce buffer cannot be mapped.
+    ImageFile(Fd fd, size_t alignment, bool fixed_size);
     ImageFile(ImageFile&&) = delete;
 
     int fd() const noexcept { return fd_.get(); }
     size_t alignment() const noexcept { return alignment_; }
+    bool fixed_size() const noexcept { return fixed_size_; }
 
     IoResult read(uint64_t offset, std::span<uint8_t> into) const;
     IoResult read(uint64_t offset, const GuestBuffers& into) const;
@@ -76,6 +77,7 @@ class ImageFile {
 
     Fd fd_;
     size_t alignment_;
+    bool fixed_size_;
     mutable std::mutex bounce_mutex_;
     Mapping bounce_;  // O_DIRECT only
 };

@@ -273,8 +273,24 @@ class LoopDevice {
     std::string path_, why_;
 };
 
+// Writes pattern(..., seed) from the start in 64 KiB pieces until one fails or the disk is full:
+// the bytes written, and how the last write ended.
+struct Filled {
+    uint64_t written = 0;
+    IoResult last = Ok{};
+};
+Filled fill(const Qcow2Image& image, uint64_t seed) {
+    constexpr uint64_t kChunk = 65536;
+    Filled filled;
+    for (; filled.written < image.size(); filled.written += kChunk) {
+        filled.last = write_bytes(image, filled.written, pattern(kChunk, seed, filled.written));
+        if (!filled.last) break;
+    }
+    return filled;
+}
+
 TEST_F(Qcow2ImageTest, OnABlockDeviceAllocatesInsideItAndRunsOutOfSpaceAtItsEnd) {
-    constexpr uint64_t kCluster = 65536, kSize = 16 << 20;
+    constexpr uint64_t kSize = 16 << 20;
     const std::string path = create("disk.qcow2", "cluster_size=65536", kSize);
     must("truncate -s 1M " + path);  // a device of 1 MiB: room for a few clusters
     uint64_t written = 0;
@@ -283,13 +299,10 @@ TEST_F(Qcow2ImageTest, OnABlockDeviceAllocatesInsideItAndRunsOutOfSpaceAtItsEnd)
         if (device.path().empty()) GTEST_SKIP() << "no loop device here: " << device.why();
         const auto image = Qcow2Image::open(device.path(), false);
         EXPECT_EQ(image->size(), kSize) << "the image's size, not the device's";
-        IoResult last = Ok{};
-        for (; written < kSize; written += kCluster) {
-            last = write_bytes(*image, written, pattern(kCluster, 5, written));
-            if (!last) break;
-        }
-        ASSERT_FALSE(last) << "16 MiB of clusters fit in a 1 MiB device";
-        EXPECT_EQ(last.error(), std::make_error_code(std::errc::no_space_on_device));
+        Filled filled = fill(*image, 5);
+        written = filled.written;
+        ASSERT_FALSE(filled.last) << "16 MiB of clusters fit in a 1 MiB device";
+        EXPECT_EQ(filled.last.error(), std::make_error_code(std::errc::no_space_on_device));
         ASSERT_GT(written, 0u);
         EXPECT_EQ(read_bytes(*image, 0, written), pattern(written, 5));
         EXPECT_TRUE(image->flush());
@@ -300,6 +313,30 @@ TEST_F(Qcow2ImageTest, OnABlockDeviceAllocatesInsideItAndRunsOutOfSpaceAtItsEnd)
         expected.resize(kSize, 0);
         return expected;
     }());
+}
+
+// With 512-byte clusters the one-cluster refcount table qemu-img makes covers 8 MiB: filling a
+// 16 MiB device grows the table, inside the device (where the old table's reach ends), not past
+// its end, so nearly all of the device holds data.
+TEST_F(Qcow2ImageTest, OnABlockDeviceGrowsTheRefcountTableInsideIt) {
+    const std::string path = create("small.qcow2", "cluster_size=512", 32 << 20);
+    must("truncate -s 16M " + path);
+    uint64_t written = 0;
+    {
+        const LoopDevice device(path);
+        if (device.path().empty()) GTEST_SKIP() << "no loop device here: " << device.why();
+        const auto image = Qcow2Image::open(device.path(), false);
+        Filled filled = fill(*image, 7);
+        written = filled.written;
+        ASSERT_FALSE(filled.last) << "32 MiB of clusters fit in a 16 MiB device";
+        EXPECT_EQ(filled.last.error(), std::make_error_code(std::errc::no_space_on_device));
+        EXPECT_GT(written, 14u << 20) << "the refcount table could not grow inside the device";
+        EXPECT_EQ(read_bytes(*image, 0, written), pattern(written, 7));
+        EXPECT_TRUE(image->flush());
+    }
+    expect_clean(path);
+    const auto raw = as_raw(path);
+    EXPECT_TRUE(std::equal(raw.begin(), raw.begin() + written, pattern(written, 7).begin()));
 }
 
 TEST_F(Qcow2ImageTest, AReadOnlyImageRefusesChanges) {

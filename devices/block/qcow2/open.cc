@@ -102,7 +102,7 @@ std::unique_ptr<ImageFile> open_image_file(const std::string& path, const std::s
         chain.cache == CacheMode::None ? direct_io_alignment(fd.get(), st, label) : 1;
     chain.alignment = std::max(chain.alignment, alignment);
     try {
-        return std::make_unique<ImageFile>(std::move(fd), alignment);
+        return std::make_unique<ImageFile>(std::move(fd), alignment, S_ISBLK(st.st_mode));
     } catch (const std::system_error& e) {  // the bounce buffer's mapping
         fail_open(label, e.what());
     }

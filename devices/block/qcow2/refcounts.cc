@@ -22,9 +22,14 @@ Refcounts::Refcounts(const ImageFile& file, const Geometry& geometry, uint64_t t
       table_offset_(table_offset),
       table_(std::move(table)),
       blocks_(blocks),
-      end_((file_size + geometry.cluster_size() - 1) >> geometry.cluster_bits) {}
+      used_end_(file.fixed_size()
+                    ? (table_offset + table_.size() * 8 + geometry.cluster_size() - 1) >>
+                          geometry.cluster_bits
+                    : (file_size + geometry.cluster_size() - 1) >> geometry.cluster_bits),
+      device_end_(file.fixed_size() ? file_size >> geometry.cluster_bits : 0) {}
 
 uint64_t Refcounts::max_clusters() const {
+    if (device_end_) return device_end_;
     return (kOffsetMask + (uint64_t{1} << 9)) >> geometry_.cluster_bits;  // offsets below 2^56
 }
 
@@ -119,7 +124,7 @@ Result<Refcounts::Allocation, std::error_code> Refcounts::allocate(uint64_t max_
     // Like QEMU's free_cluster_index, the search moves on past what it handed out; clusters
     // skipped on the way are found again once a release brings it back.
     hint_ = first + count;
-    end_ = std::max(end_, first + count);
+    used_end_ = std::max(used_end_, first + count);
     return Allocation{first << geometry_.cluster_bits, count};
 }
 
@@ -165,7 +170,7 @@ IoResult Refcounts::create_block(uint64_t block_index, uint64_t cluster) {
     if (auto r = file_.write(table_offset_ + block_index * 8, entry); !r) return r;
     if (auto r = file_.sync(); !r) return r;
     table_[block_index] = offset;
-    end_ = std::max(end_, cluster + 1);
+    used_end_ = std::max(used_end_, cluster + 1);
     return Ok{};
 }
 
@@ -174,7 +179,7 @@ IoResult Refcounts::grow_table(uint64_t block_index) {
     // reference nor a block: [area, area + blocks) blocks, then the table.
     const uint64_t per_block = geometry_.refcounts_per_block();
     const uint64_t cs = geometry_.cluster_size();
-    const uint64_t area = std::max<uint64_t>(end_, table_.size() * per_block);
+    const uint64_t area = std::max<uint64_t>(used_end_, table_.size() * per_block);
     uint64_t entries = std::max<uint64_t>(block_index + 1, table_.size() + table_.size() / 2);
     uint64_t blocks = 1, table_clusters = 0;
     for (;;) {
@@ -189,8 +194,8 @@ IoResult Refcounts::grow_table(uint64_t block_index) {
         if (last_block < table_clusters * cs / 8) break;
         entries = last_block + 1;
     }
-    if (table_clusters * cs > kMaxRefcountTableBytes ||
-        area + blocks + table_clusters > max_clusters())
+    const uint64_t area_end = area + blocks + table_clusters;
+    if (table_clusters * cs > kMaxRefcountTableBytes || area_end > max_clusters())
         return io_error(std::errc::no_space_on_device);
 
     std::vector<uint8_t> new_blocks(blocks * cs);
@@ -217,7 +222,7 @@ IoResult Refcounts::grow_table(uint64_t block_index) {
     const uint64_t old_offset = table_offset_, old_bytes = table_.size() * 8;
     table_ = std::move(table);
     table_offset_ = table_offset;
-    end_ = std::max(end_, area + blocks + table_clusters);
+    used_end_ = std::max(used_end_, area_end);
     return release(old_offset, old_bytes);  // leaked, not lost, if we crash before this lands
 }
 

@@ -10,6 +10,7 @@
 // Not thread-safe: the image's metadata lock guards it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_set>
 #include <vector>
@@ -47,8 +48,8 @@ class Refcounts {
     // The L2 tables that dropped the quarantined clusters are on disk: reuse them.
     void end_quarantine();
 
-    // Bytes: no cluster in use or allocated lies past it.
-    uint64_t end() const { return end_ << geometry_.cluster_bits; }
+    // Bytes: no cluster in use or allocated lies past it (on a block device: its end).
+    uint64_t end() const { return std::max(used_end_, device_end_) << geometry_.cluster_bits; }
 
   private:
     static constexpr size_t kMaxQuarantine = 1 << 16;
@@ -66,8 +67,13 @@ class Refcounts {
     uint64_t table_offset_;
     std::vector<uint64_t> table_;
     TableCache& blocks_;
-    uint64_t end_;       // in clusters
-    uint64_t hint_ = 1;  // where the search for free clusters starts (0 is the header)
+    // Clusters.  Nothing in use lies at or past used_end_ but what the table counts, so a
+    // grown table may go there.  At first a file's end; a block device's end says nothing of
+    // what is in use, and everything in use is counted (the refcount table too, in a sound
+    // image), so there the refcount table's end.
+    uint64_t used_end_;
+    const uint64_t device_end_;  // a block device's size, 0 for a file (which grows)
+    uint64_t hint_ = 1;          // where the search for free clusters starts (0 is the header)
     std::unordered_set<uint64_t> quarantine_;
 };
 

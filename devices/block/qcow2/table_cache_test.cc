@@ -26,7 +26,7 @@ class TableCacheTest : public ::testing::TestWithParam<CacheAlloc> {
         std::vector<uint8_t> contents(kTables * kTable);
         for (size_t i = 0; i < contents.size(); ++i)
             contents[i] = static_cast<uint8_t>(i / kTable + 1);
-        file_.emplace(Fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1);
+        file_.emplace(Fd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1, false);
         EXPECT_TRUE(file_->write(0, contents));
     }
     TableCache cache(size_t capacity) { return TableCache(*file_, kTable, capacity, GetParam()); }
@@ -174,7 +174,7 @@ size_t heap_in_use() {
 TEST(CacheMemoryTest, HeapAllocatesOneTablePerEntryAndMappingNone) {
     ScratchDir dir;
     const std::string path = dir.file("big");
-    const ImageFile file(Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1);
+    const ImageFile file(Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 1, false);
     ASSERT_EQ(::ftruncate(file.fd(), 256 * 65536), 0);
     for (const CacheAlloc alloc : {CacheAlloc::Heap, CacheAlloc::Mapping}) {
         TableCache c(file, 65536, 256, alloc);
