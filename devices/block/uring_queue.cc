@@ -50,7 +50,7 @@ class UringQueue final : public IoQueue {
     void poll() override;
     void submit_ready();
     void ring_failed(int error);
-    io_uring_sqe* next_sqe();
+    io_uring_sqe* next_sqe();  // nullptr once the ring failed
     void prepare_transfer(io_uring_sqe& sqe, IoRequest& request);
     void reaped(IoRequest& request, int result);
 
@@ -69,6 +69,7 @@ io_uring_sqe* UringQueue::next_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe) return sqe;
     submit_ready();  // full: more steps than operations in flight were issued since a poll
+    if (ring_failed_) return nullptr;
     sqe = io_uring_get_sqe(&ring_);
     if (!sqe) throw std::runtime_error("io_uring submission queue full");
     return sqe;
@@ -99,6 +100,7 @@ void UringQueue::issue(IoRequest& request) {
     if (transfer && !request.flight.scratch)
         throw std::runtime_error("more io_uring transfers than the queue depth");
     io_uring_sqe* sqe = next_sqe();
+    if (!sqe) return fallback_.run(request);  // the ring failed on the way
     const int fd = raw_.fd();
     switch (step.kind) {
         case IoOp::Kind::Read:
