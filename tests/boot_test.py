@@ -5,11 +5,8 @@ import guest
 from guest import Run, expect, guest_args
 
 
-# In the test host: the interrupts of its RTC alarm (guest-images/hostvm/init) over 2 s while its loop runs, then
-# 5 s after the loop is stopped, as a lost timer interrupt would stop it (the loop keeps the alarm 2-3 s ahead).
-ALARM = "$(cat /run/mvmm-alarm.pid)"
-RTC_INTERRUPTS = f"grep rtc0 /proc/interrupts; sleep 2; grep rtc0 /proc/interrupts; kill -STOP {ALARM}; sleep 5; " \
-                 f"grep rtc0 /proc/interrupts; kill -CONT {ALARM}"
+# In the test host: the interrupts of its RTC alarm (guest-images/hostvm/init), a second apart.
+RTC_INTERRUPTS = "grep rtc0 /proc/interrupts; sleep 1; grep rtc0 /proc/interrupts"
 
 
 def rtc_interrupts(line):
@@ -32,11 +29,10 @@ def test_boot_two_cpus_and_poweroff():
     expect(r.code == 0, f"mvmm exited {r.code} after a poweroff, expected 0", r)
     # Its output goes to a file here (in the test host, through a console that is a terminal there).
     expect("mvmm: info" in r.output and "mvmm: \x1b[" not in r.output, "mvmm's log lines are coloured", r)
-    if in_test_host:  # an interrupt that a lost wake-up in the outer QEMU cannot stop (guest-images/README.md)
+    if in_test_host:  # interrupts that a lost wake-up in the outer QEMU cannot stop (guest-images/README.md)
         counts = [rtc_interrupts(line) for line in r.after_output.splitlines() if "rtc0" in line]
-        expect(len(counts) == 3, f"no count of the test host's alarm interrupts: {r.after_output!r}", r)
-        expect(counts[1] == counts[0], f"the test host's alarm rang while its loop ran (costly): {counts}", r)
-        expect(counts[2] > counts[1], f"the test host's alarm did not ring once its loop stopped: {counts}", r)
+        expect(len(counts) == 2 and counts[1] > counts[0],
+               f"the test host's RTC alarm did not interrupt within a second: {r.after_output!r}", r)
 
     r = rebooted
     expect(r.markers("reboot"), "the guest did not get to reboot", r)

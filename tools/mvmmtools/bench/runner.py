@@ -175,7 +175,6 @@ def host_notes(collector, code, hang, messages, runs=(), disks=0, failed=None):
     """Sentences about the test host itself: its errors, a hang, a crash. A failing exit code is one too unless a
     run failed (`failed`, or else any of `runs` has problems with `disks` disks)."""
     notes = [f"test host: {e}" for e in collector.errors]
-    notes += [m.removeprefix("mvmm-hostvm: ") for m in messages if m.startswith("mvmm-hostvm: the test host's alarm")]
     if hang:
         notes.append(f"test host: {hang}")
         notes += [m.removeprefix("mvmm-hostvm: ") for m in messages if m.startswith("mvmm-hostvm: test host CPU")]

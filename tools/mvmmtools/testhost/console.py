@@ -12,9 +12,8 @@ class Console:
     """Reads the test host's console: hides its boot, relays what the scenario prints, catches MVMM-HOSTVM-* lines.
 
     The test host prints MVMM-HOSTVM-READY when it starts the scenario, MVMM-HOSTVM-EXEC before each command and
-    MVMM-HOSTVM-EXIT <code> alarm-rings=<N> at the end; these lines are not relayed (verbose shows them, with the
-    boot). sink(bytes) takes what is relayed: whole lines, and with interactive a partial line (a shell prompt) when
-    nothing follows."""
+    MVMM-HOSTVM-EXIT <code> at the end; these lines are not relayed (verbose shows them, with the boot). sink(bytes)
+    takes what is relayed: whole lines, and with interactive a partial line (a shell prompt) when nothing follows."""
 
     def __init__(self, sink, verbose=False, timestamps=False, interactive=False):
         self.sink, self.verbose, self.timestamps, self.interactive = sink, verbose, timestamps, interactive
@@ -24,7 +23,6 @@ class Console:
         self.last_exec = None  # when the latest command started: timestamps count from here
         self.ended = None
         self.exit_code = None
-        self.alarm_rings = 0  # how often the test host's alarm rang: its loop stalled (MVMM-HOSTVM-EXIT's word)
         self.layout = {}  # where the test host's kernel and KVM code are (MVMM-HOSTVM-READY's words)
         self.boot_lines = []  # the test host's own output, for a diagnosis when it fails
         self.pending = b""
@@ -50,8 +48,6 @@ class Console:
             else:
                 self.ended = now
                 self.exit_code = int(m.group(2)) if m.group(2).isdigit() else EXIT_FIXTURE
-                rings = re.search(r"\balarm-rings=(\d+)", text)
-                self.alarm_rings = int(rings.group(1)) if rings else 0
         elif self.ready is None:
             self.boot_lines.append(text)
         else:

@@ -71,10 +71,8 @@ class TestHost:
         # no_timer_check: the kernel's boot-time check that timer interrupts arrive through the IO-APIC
         # counts them over a busy-wait of 10 jiffies; on a loaded machine TCG's emulated CPU can be
         # starved through that window, and the test host panicked with "IO-APIC + timer doesn't work".
-        # hpet=disable: the RTC alarm of the test host's /init is then the CMOS alarm, which interrupts only at its
-        # deadline; the kernel emulates it with the HPET's 64 interrupts a second otherwise.
         c = self.config
-        cmdline = "console=ttyS0 panic=-1 no_timer_check hpet=disable" + ("" if c.verbose else " quiet loglevel=1")
+        cmdline = "console=ttyS0 panic=-1 no_timer_check" + ("" if c.verbose else " quiet loglevel=1")
         cmdline += f" {c.append}" if c.append else ""
         return ["qemu-system-x86_64", "-accel", "tcg", "-M", "q35", "-cpu", "max", "-m", c.memory,
                 "-smp", str(c.cpus), "-nographic", "-no-reboot", "-nic", "none", "-kernel", str(kernel),
@@ -153,10 +151,6 @@ class TestHost:
             console.feed(b"\n")
         if self.config.timestamps:
             self.say(console.summary())
-        if console.alarm_rings:
-            self.say(f"the test host's alarm rang {console.alarm_rings} time(s): its loop stalled for 2 s or more, "
-                     "as when a CPU loses its timer's interrupt, which the alarm then delivers, or when a scenario "
-                     "stops the loop (guest-images/README.md, \"The test host's alarm\")")
         if console.exit_code is None:
             what = "the outer QEMU failed" if not console.boot_lines else "the test host ended"
             raise Fixture(f"{what} (QEMU exit code {qemu.returncode}) without reporting an exit code\n"
