@@ -213,15 +213,17 @@ void QueueWorkers::Worker::complete_in_flight() {
     }
 }
 
+// The allocations are counted before the lock goes: the next serve, on another I/O thread, may
+// complete the requests this one started, and the driver must not see them done uncounted.
 void QueueWorkers::Worker::resume() {
-    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
+    CountedAllocations counted(*requests_);
     if (!stopped_) serve(counted);
 }
 
 void QueueWorkers::Worker::on_wake(const boost::system::error_code& error) {
-    CountedAllocations counted(*requests_);
     std::lock_guard lock(mutex_);
+    CountedAllocations counted(*requests_);
     if (stopped_) return;
     if (error) return fail("waiting for kicks failed: " + error.message());
     consume_wakes();

@@ -6,9 +6,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -355,6 +357,73 @@ TEST_F(QueueWorkersTest, StatisticsCountTheHeapAllocationsOfEachQueuesWork) {
     ASSERT_EQ(queues.size(), 2u);
     EXPECT_EQ(queues[0].heap_allocations, 0u);
     EXPECT_EQ(queues[1].heap_allocations, 6u);
+}
+
+// A request one I/O thread started and another completes is counted before the driver sees it
+// done: the serve that started it counts its allocations before it lets the queue go.  The
+// gate holds that count on the starting thread while the other thread could complete it.
+class CountGate {
+  public:
+    // Installed as the counter: blocks a thread that has allocated until the gate opens.
+    static uint64_t allocations() noexcept {
+        std::unique_lock lock(mutex_);
+        if (!open_ && fake_allocations > 0) {
+            holding_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [] { return open_; });
+        }
+        return fake_allocations;
+    }
+    CountGate() { count_heap_allocations_with(&CountGate::allocations); }
+    ~CountGate() {
+        open();
+        count_heap_allocations_with(nullptr);
+    }
+    bool wait_holding() {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, 5s, [] { return holding_; });
+    }
+    void open() {
+        std::lock_guard lock(mutex_);
+        open_ = true;
+        changed_.notify_all();
+    }
+
+  private:
+    static inline std::mutex mutex_;
+    static inline std::condition_variable changed_;
+    static inline bool open_ = false, holding_ = false;
+};
+
+class AllocatingDeferredHandler : public vt::DeferredHandler {
+  public:
+    void start(InFlight& request) override {
+        ++fake_allocations;
+        DeferredHandler::start(request);
+    }
+};
+
+TEST_F(QueueWorkersTest, ARequestCompletedOnAnotherIoThreadIsCountedBeforeTheDriverSeesIt) {
+    AllocatingDeferredHandler handler;
+    vt::IoThread starting(io), completing(io);
+    CountGate gate;  // opens before the I/O threads join
+    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
+                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    submit(0);
+    kicks[0].signal();
+    ASSERT_TRUE(gate.wait_holding()) << "the serve that started the request never counted";
+    handler.release_newest();  // the other I/O thread wakes to complete it
+    for (const auto until = std::chrono::steady_clock::now() + 100ms;
+         std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(1ms)) {
+        const bool done = drivers[0]->used_idx() == 1;
+        const auto counted = counters.statistics().queues.at(0).heap_allocations;
+        if (done) {
+            ASSERT_EQ(counted, 1u) << "the driver saw it done before it was counted";
+        }
+    }
+    gate.open();
+    ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 1; }));
+    EXPECT_EQ(counters.statistics().queues.at(0).heap_allocations, 1u);
 }
 
 // Every request-alloc mode serves the same chains; only where the request lives differs.
