@@ -304,10 +304,11 @@ Result<QueueWorkers::Worker::Taken, RingError> QueueWorkers::Worker::take_and_st
 }
 
 void QueueWorkers::Worker::complete(InFlight& request, uint32_t written) {
-    if (counted_) counted_->update();  // what the driver sees returned is counted
-    queue_.push_used(request.chain().head, written);
+    // What the driver sees returned is counted first.
+    if (counted_) counted_->update();
     ++counters_.requests;
     counters_.record_used(index_);
+    queue_.push_used(request.chain().head, written);
     free_slot(request);
 }
 
