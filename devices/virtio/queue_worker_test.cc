@@ -58,10 +58,18 @@ class QueueWorkersTest : public ::testing::Test {
         }
         return context;
     }
-    bool start(AsyncRequestHandler& handler) {
+    // `handler` serves every queue: only for one that finishes each chain in handle(), since a
+    // device gives each queue its own asynchronous handler, whose completions are that queue's.
+    bool start(RequestHandler& handler) {
         return workers.start(context(), uint16_t(drivers.size()), 8,
                              [&](uint16_t) { return &handler; });
     }
+    // One handler per queue, by index (nullptr: the queue has no worker).
+    bool start_each(std::vector<AsyncRequestHandler*> handlers) {
+        return workers.start(context(), uint16_t(drivers.size()), 8,
+                             [handlers](uint16_t i) { return handlers.at(i); });
+    }
+    bool start_first_queue(AsyncRequestHandler& handler) { return start_each({&handler, nullptr}); }
 
     // One byte out, one byte in; returns where the device's byte goes.
     GuestAddr submit(uint8_t value, size_t queue = 0) {
@@ -116,11 +124,11 @@ TEST_F(QueueWorkersTest, RemembersWhenAndOnWhichQueueAChainWasLastReturned) {
 }
 
 TEST_F(QueueWorkersTest, StatisticsShowEachQueuesPoolAndItsPeak) {
-    vt::DeferredHandler handler;
+    vt::DeferredHandler handler, idle;
     vt::IoThread thread(io);
     EXPECT_TRUE(counters.statistics().queues.empty()) << "no pool before the first activation";
     for (int i = 0; i < 3; ++i) submit(0);  // the drain at activation starts all three
-    ASSERT_TRUE(start(handler));
+    ASSERT_TRUE(start_each({&handler, &idle}));
     ASSERT_TRUE(handler.wait_held(3));
     handler.release_newest();
     ASSERT_TRUE(vt::eventually([&] { return drivers[0]->used_idx() == 3; }));
@@ -154,7 +162,7 @@ TEST_F(QueueWorkersTest, StatisticsShowEachQueuesPoolAndItsPeak) {
 TEST_F(QueueWorkersTest, KeepsAQueuesWorthInFlightAndReturnsThemAsTheyComplete) {
     vt::DeferredHandler handler;
     vt::IoThread thread(io);
-    ASSERT_TRUE(start(handler));
+    ASSERT_TRUE(start_first_queue(handler));
     std::vector<uint16_t> heads;
     for (int i = 0; i < 8; ++i) {
         const vt::TestDriver::Buffer chain[] = {{guest.alloc(1), 1, true}};
@@ -189,7 +197,7 @@ TEST_F(QueueWorkersTest, KeepsAQueuesWorthInFlightAndReturnsThemAsTheyComplete) 
 TEST_F(QueueWorkersTest, StopCompletesTheRequestsInFlightOfAnAsynchronousHandler) {
     vt::DeferredHandler handler;
     vt::IoThread thread(io);
-    ASSERT_TRUE(start(handler));
+    ASSERT_TRUE(start_first_queue(handler));
     const GuestAddr first = submit(0), second = submit(0);
     kicks[0].signal();
     ASSERT_TRUE(handler.wait_held(2));
@@ -227,8 +235,7 @@ class OneAtATimeHandler : public AsyncRequestHandler {
 
 TEST_F(QueueWorkersTest, StopKeepsCallingAHandlerWithoutAnFdWhileItCompletesSome) {
     OneAtATimeHandler handler;  // queue 0's alone: it completes whatever it holds
-    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
-                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    ASSERT_TRUE(start_first_queue(handler));
     for (int i = 0; i < 3; ++i) submit(0);
     io.poll();  // one batch: three started, one completed
     ASSERT_EQ(handler.held(), 2u);
@@ -254,8 +261,7 @@ class NotificationsAtStart : public vt::DeferredHandler {
 
 TEST_F(QueueWorkersTest, TheDriverHearsOfACompletionBeforeTheNextBatchStarts) {
     NotificationsAtStart handler(interrupt);
-    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
-                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    ASSERT_TRUE(start_first_queue(handler));
     submit(0);
     io.poll();  // the first request starts and is held
     ASSERT_EQ(handler.held(), 1u);
@@ -407,8 +413,7 @@ TEST_F(QueueWorkersTest, ARequestCompletedOnAnotherIoThreadIsCountedBeforeTheDri
     AllocatingDeferredHandler handler;
     vt::IoThread starting(io), completing(io);
     CountGate gate;  // opens before the I/O threads join
-    ASSERT_TRUE(workers.start(context(), uint16_t(drivers.size()), 8,
-                              [&](uint16_t i) { return i == 0 ? &handler : nullptr; }));
+    ASSERT_TRUE(start_first_queue(handler));
     submit(0);
     kicks[0].signal();
     ASSERT_TRUE(gate.wait_holding()) << "the serve that started the request never counted";
