@@ -59,9 +59,10 @@ struct SlotLayout {
 // One queue's life between start() and stop(): wait for a kick or a completion on the
 // io_context, complete what finished, start what the ring holds, notify.  Both eventfds are in
 // one epoll set, so a worker has one Asio handler queued at a time (a resume or the wait, each
-// queueing the next) and one queue runs on one thread at a time; mutex_ is only contended by
-// stop().  Handlers hold a shared_ptr, so the worker outlives a handler still queued after
-// stop(); such a handler sees stopped_ and touches nothing else.
+// queueing the next) and mutex_ keeps one queue on one thread at a time: it is contended by
+// stop(), and by the next handler, which may start on another I/O thread while the one that
+// queued it is still returning.  Handlers hold a shared_ptr, so the worker outlives a handler still
+// queued after stop(); such a handler sees stopped_ and touches nothing else.
 class QueueWorkers::Worker final : public std::enable_shared_from_this<Worker>,
                                    private InFlight::Owner {
   public:
