@@ -380,7 +380,13 @@ class CountGate {
         }
         return fake_allocations;
     }
-    CountGate() { count_heap_allocations_with(&CountGate::allocations); }
+    CountGate() {
+        {
+            std::lock_guard lock(mutex_);
+            open_ = holding_ = false;  // a closed gate for each test (--gtest_repeat)
+        }
+        count_heap_allocations_with(&CountGate::allocations);
+    }
     ~CountGate() {
         open();
         count_heap_allocations_with(nullptr);
